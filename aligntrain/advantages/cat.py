@@ -1,0 +1,315 @@
+"""Compute Aligned Training for RL: strategy weights on the GRPO-Z advantage (000 App. B, C, J–M).
+
+Every CAT rule computes a detached per-sample weight w from the test-time
+strategy and multiplies the GRPO-Z advantage of the *raw* rewards:
+``A_i = w_i · A_i^{GRPO-Z}`` (000 eq. 83). The weight never enters the reward
+before normalisation (000 App. C.1: normalisation would cancel its scale).
+The weight formulas live in :mod:`aligntrain.objectives`; this module chooses
+their inputs (p, q, k) from the rollout group and applies them.
+
+The rules are biased: the weight is CAT's diagonal approximation of the
+strategy gradient (000 App. B), further altered by clipping, log-weighting and
+batch normalisation; none is on the unbiased scale convention.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from aligntrain.advantages.answers import answer_classes
+from aligntrain.advantages.baselines import group_normalized_advantage
+from aligntrain.advantages.registry import (
+    RuleContext,
+    register_rule,
+    require_bool,
+    require_choice,
+    require_int,
+    require_real,
+)
+from aligntrain.advantages.state import RewardHistory
+from aligntrain.objectives import (
+    cat_best_of_n_rl_weight,
+    cat_majority_rl_weight,
+    cat_pass_at_n_rl_weight,
+    dynamic_majority_threshold,
+    empirical_success_probability,
+    sequence_success_probability,
+)
+
+P_SOURCES = ("empirical", "sequence")
+#: the global-history quantile is clamped to this interval (000 eq. 105)
+HISTORY_QUANTILE_BOUNDS = (0.001, 0.999)
+
+
+# --------------------------------------------------------------------------- shared pieces
+
+
+def success_probability(rewards: Tensor, context: RuleContext, p_source: str) -> Tensor:
+    """p per rollout (G, n) for the Pass@N / majority weights (FORMULAS §3).
+
+    ``empirical``: Laplace-smoothed group accuracy (c + 1)/(n + 2) (000 eq. 79), one
+    value per prompt; ``sequence``: exp of the rollout's summed log-prob clamped to
+    [−50, 0], then to [1e−10, 1 − 1e−10] (000 App. J.3).
+    """
+    if p_source == "sequence":
+        return sequence_success_probability(context.logps.to(rewards.device))
+    correct = (rewards > 0).sum(dim=1, keepdim=True).to(rewards.dtype)
+    return empirical_success_probability(correct, rewards.shape[1]).to(rewards.dtype).expand_as(rewards)
+
+
+def normalize_by_batch_mean(weights: Tensor) -> Tensor:
+    """w ← w / mean(w) over the whole batch, all prompts together (000 eq. 81, 106).
+
+    Normalising per prompt would erase the relative weighting between prompts
+    (000 App. B.8). The batch is this call's (G, n) tensor. A batch whose weights
+    are all 0 stays 0.
+    """
+    mean = weights.mean()
+    return weights / torch.where(mean > 0, mean, torch.ones_like(mean))
+
+
+def apply_all_wrong_penalty(advantages: Tensor, rewards: Tensor, penalty: float) -> Tensor:
+    """Subtract ``penalty`` from every advantage of a group whose rewards are all 0 (000 eq. 103).
+
+    Applied to the final, weighted advantage [choice], so an all-wrong group gets
+    exactly −penalty (its GRPO-Z advantage is 0) whatever the strategy weight.
+    """
+    all_wrong = (rewards == 0).all(dim=1, keepdim=True)
+    return advantages - penalty * all_wrong.to(advantages.dtype)
+
+
+def _weighted_advantage(rewards: Tensor, weights: Tensor, batch_normalize: bool) -> Tensor:
+    if batch_normalize:
+        weights = normalize_by_batch_mean(weights)
+    return weights.to(rewards.dtype) * group_normalized_advantage(rewards)
+
+
+def _check_common(rule: str, options, n: int) -> None:
+    require_int(rule, "n_target", options["n_target"], 1)
+    require_real(rule, "clip", options["clip"], low=0.0, low_open=True)
+    require_bool(rule, "batch_normalize", options["batch_normalize"])
+
+
+def _check_binary_strategy(rule: str, options, n: int) -> None:
+    _check_common(rule, options, n)
+    require_choice(rule, "p_source", options["p_source"], P_SOURCES)
+    require_bool(rule, "log_weighted", options["log_weighted"])
+    require_real(rule, "all_wrong_penalty", options["all_wrong_penalty"], low=0.0, high=math.inf, high_open=True)
+
+
+def _logps_if_sequence(options) -> frozenset[str]:
+    return frozenset({"logps"}) if options["p_source"] == "sequence" else frozenset()
+
+
+# --------------------------------------------------------------------------- Pass@N
+
+
+@register_rule(
+    "cat_pass_at_n",
+    defaults={
+        "n_target": None,
+        "p_source": "empirical",
+        "log_weighted": True,
+        "clip": 50.0,
+        "batch_normalize": False,
+        "all_wrong_penalty": 0.0,
+    },
+    binary_rewards_only=True,
+    context_for_options=_logps_if_sequence,
+    check_options=_check_binary_strategy,
+)
+def cat_pass_at_n(
+    rewards: Tensor,
+    context: RuleContext,
+    n_target: int,
+    p_source: str,
+    log_weighted: bool,
+    clip: float,
+    batch_normalize: bool,
+    all_wrong_penalty: float,
+) -> Tensor:
+    """CAT Pass@N: w·A^{GRPO-Z}, w = N(1−p)^{N−1} or log-weighted F(N, p), clipped (000 eq. 54, 75, J.3); biased.
+
+    Default log-weighted (000 App. J.3: the author's primary RL implementation).
+    """
+    p = success_probability(rewards, context, p_source)
+    weights = cat_pass_at_n_rl_weight(p, n_target, log_weighted=log_weighted, clip=clip)
+    advantages = _weighted_advantage(rewards, weights, batch_normalize)
+    return apply_all_wrong_penalty(advantages, rewards, all_wrong_penalty)
+
+
+# --------------------------------------------------------------------------- majority vote
+
+
+def most_frequent_wrong_count(rewards: Tensor, answers) -> Tensor:
+    """c_max (G,): votes of the most frequent wrong answer class (000 eq. 100).
+
+    Unparseable rollouts count as one wrong class; 0 when every rollout is correct.
+    """
+    classes = answer_classes(answers, rewards)
+    return classes.counts.masked_fill(classes.correct, 0).amax(dim=1)
+
+
+def majority_threshold(
+    rewards: Tensor, context: RuleContext, n_target: int, k: int | None, threshold_ema: float | None
+) -> int | Tensor:
+    """The vote threshold k of the majority weight: fixed, per-prompt dynamic, or its EMA.
+
+    Dynamic (000 eqs. 100–101): k = max(2, min(⌊N/2⌋+1, ⌊N c_max/n⌋ + 1)) per prompt
+    (``objectives.dynamic_majority_threshold``; it gives k = 1 for N = 1).
+    With ``threshold_ema`` = β (000 App. B.7.2) [choice]: the state's k̄ is updated
+    with this batch's mean dynamic threshold, k̄ ← β k̄ + (1 − β) mean_g k_g (first
+    batch: k̄ = mean k), and every prompt of the batch uses round(k̄) (half up).
+    """
+    if k is not None:
+        return k
+    c_max = most_frequent_wrong_count(rewards, context.answers)
+    dynamic = torch.as_tensor(dynamic_majority_threshold(n_target, c_max, rewards.shape[1]), device=rewards.device)
+    if threshold_ema is None:
+        return dynamic.to(torch.long)  # (G,): one threshold per prompt (row)
+    smoothed = context.threshold_state.update(float(dynamic.double().mean()), threshold_ema)
+    return math.floor(smoothed + 0.5)
+
+
+def _check_majority(rule: str, options, n: int) -> None:
+    _check_binary_strategy(rule, options, n)
+    k, ema = options["k"], options["threshold_ema"]
+    if k is not None:
+        require_int(rule, "k", k, 1, options["n_target"], "n_target (the budget N)")
+        if ema is not None:
+            raise ValueError(f"rule {rule!r}: option threshold_ema applies to the dynamic threshold (k = None) only")
+    if ema is not None:
+        require_real(rule, "threshold_ema", ema, low=0.0, high=1.0, high_open=True)
+
+
+def _majority_context(options) -> frozenset[str]:
+    needed = set(_logps_if_sequence(options))
+    if options["k"] is None:
+        needed.add("answers")
+        if options["threshold_ema"] is not None:
+            needed.add("threshold_state")
+    return frozenset(needed)
+
+
+@register_rule(
+    "cat_majority",
+    defaults={
+        "n_target": None,
+        "k": None,
+        "threshold_ema": None,
+        "p_source": "empirical",
+        "log_weighted": False,
+        "clip": 50.0,
+        "batch_normalize": False,
+        "all_wrong_penalty": 0.5,
+    },
+    binary_rewards_only=True,
+    context_for_options=_majority_context,
+    check_options=_check_majority,
+)
+def cat_majority(
+    rewards: Tensor,
+    context: RuleContext,
+    n_target: int,
+    k: int | None,
+    threshold_ema: float | None,
+    p_source: str,
+    log_weighted: bool,
+    clip: float,
+    batch_normalize: bool,
+    all_wrong_penalty: float,
+) -> Tensor:
+    """CAT majority: w·A^{GRPO-Z}, w = N·C(N−1,k−1)p^{k−1}(1−p)^{N−k} or the SFT weight (000 eq. 70, K); biased.
+
+    k = None uses the dynamic threshold (000 eqs. 100–101), optionally smoothed by
+    an EMA across steps (``threshold_ema`` with a ``threshold_state``). Defaults
+    follow 000 App. K: raw RL weight (won in 000 Table 14), silence penalty 0.5.
+    """
+    p = success_probability(rewards, context, p_source)
+    threshold = majority_threshold(rewards, context, n_target, k, threshold_ema)
+    weights = cat_majority_rl_weight(p, n_target, threshold, log_weighted=log_weighted, clip=clip)
+    advantages = _weighted_advantage(rewards, weights, batch_normalize)
+    return apply_all_wrong_penalty(advantages, rewards, all_wrong_penalty)
+
+
+# --------------------------------------------------------------------------- best-of-N
+
+
+def in_batch_quantile(rewards: Tensor) -> Tensor:
+    """q_i = (#{j: r_j < r_i} + 1)/(n + 1), same prompt only (000 eq. 108)."""
+    ordered = rewards.sort(dim=1).values.contiguous()
+    below = torch.searchsorted(ordered, rewards.contiguous(), side="left")
+    return (below.to(rewards.dtype) + 1.0) / (rewards.shape[1] + 1)
+
+
+def history_quantile(
+    rewards: Tensor, history: RewardHistory, step: int | None = None, decay: float | None = None
+) -> Tensor:
+    """q = (W_below(r) + 1)/(W_total + 2), clamped to [0.001, 0.999] (000 eqs. 80, 105).
+
+    Without ``decay`` every stored reward weighs 1, so W_below = #{h < r} and
+    W_total = |H| (eq. 105). With ``decay`` = γ item j weighs γ^(step − t_j) (eq. 80)
+    [choice: the same +1/+2 smoothing and clamp as eq. 105, so γ = 1 reproduces it].
+    An empty history gives q = 1/2.
+    """
+    stored = history.rewards.to(device=rewards.device, dtype=rewards.dtype)
+    if decay is None:
+        item_weights = torch.ones_like(stored)
+    else:
+        age = (step - history.steps).to(device=rewards.device, dtype=rewards.dtype)
+        item_weights = torch.pow(torch.as_tensor(decay, dtype=rewards.dtype, device=rewards.device), age)
+    ordered, order = stored.sort()
+    cumulative = torch.cat([torch.zeros(1, dtype=rewards.dtype, device=rewards.device), item_weights[order].cumsum(0)])
+    below = cumulative[torch.searchsorted(ordered, rewards.reshape(-1), side="left")].reshape(rewards.shape)
+    low, high = HISTORY_QUANTILE_BOUNDS
+    return ((below + 1.0) / (cumulative[-1] + 2.0)).clamp(low, high)
+
+
+def _time_weighted_quantile(rewards: Tensor, context: RuleContext) -> Tensor:
+    history = context.history
+    if history.decay is None:
+        raise ValueError("quantile='time_weighted' needs a history created with a decay (RewardHistory(decay=γ))")
+    if history.last_step is not None and context.step < history.last_step:
+        raise ValueError(f"step ({context.step}) must be >= the history's last step ({history.last_step})")
+    return history_quantile(rewards, history, context.step, history.decay)
+
+
+#: how each ``quantile`` option estimates q, and the context it needs
+QUANTILE_ESTIMATORS = {
+    "in_batch": (lambda rewards, context: in_batch_quantile(rewards), frozenset()),
+    "history": (lambda rewards, context: history_quantile(rewards, context.history), frozenset({"history"})),
+    "time_weighted": (_time_weighted_quantile, frozenset({"history", "step"})),
+}
+QUANTILES = tuple(QUANTILE_ESTIMATORS)
+
+
+def _check_best_of_n(rule: str, options, n: int) -> None:
+    _check_common(rule, options, n)
+    require_choice(rule, "quantile", options["quantile"], QUANTILES)
+
+
+def _best_of_n_context(options) -> frozenset[str]:
+    return QUANTILE_ESTIMATORS[options["quantile"]][1]
+
+
+@register_rule(
+    "cat_best_of_n",
+    defaults={"n_target": None, "quantile": "in_batch", "clip": 50.0, "batch_normalize": True},
+    context_for_options=_best_of_n_context,
+    check_options=_check_best_of_n,
+)
+def cat_best_of_n(
+    rewards: Tensor, context: RuleContext, n_target: int, quantile: str, clip: float, batch_normalize: bool
+) -> Tensor:
+    """CAT best-of-N: w·A^{GRPO-Z}, w = N q^{N−1} batch-normalised, q = P[other sample lower] (000 eq. 58); biased.
+
+    q in-batch (eq. 108), from the global FIFO history (eq. 105) or time-weighted
+    (eq. 80); the history is queried before this batch is added to it.
+    """
+    estimate_quantile, _ = QUANTILE_ESTIMATORS[quantile]
+    q = estimate_quantile(rewards, context)
+    weights = cat_best_of_n_rl_weight(q, n_target, clip=clip)
+    return _weighted_advantage(rewards, weights, batch_normalize)

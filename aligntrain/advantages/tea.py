@@ -1,0 +1,199 @@
+"""Tail-Extrapolated Advantage: TEA and Prefix-TEA (004 §2–4, App. B.1, D.5; FORMULAS §3).
+
+Under a Gaussian upper tail, best-of-N value V_N ≈ m + κ_N s, with (q, m, s) the
+threshold, mean and standard deviation of the top-α tail (004 Lemma 1). For the
+*raw* tail-shaped reward g at the population tail vector,
+``(1/α) E[g(R) S] = ∇(m + κ_N s)`` exactly (004 Lemma 2), which for a Gaussian
+reward is ∇(μ + σ e_N). The rules return the paper's scale, without the 1/α:
+``E[(1/n) Σ A_i S_i] ≈ α ∇V_N`` — TEA is not on the unbiased scale convention.
+
+Bias [FORMULAS §3, measured]: the stabilised default (positive part g⁺, then
+centring) has a bias that does not vanish with n (α = 0.25, N = 128, Gaussian:
+(1/α)E[g⁺ S] → (1.241, 2.627) for (∂μ, ∂log σ) against the true (1, 2.595));
+the raw form (``positive_part=False``) is consistent, with an O(1/n) plug-in
+shrinkage that Prefix-TEA's extrapolation cancels to higher order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+
+import numpy as np
+import torch
+from scipy import integrate, special, stats
+from torch import Tensor
+
+from aligntrain.advantages.registry import (
+    RuleContext,
+    is_int,
+    register_rule,
+    require_bool,
+    require_int,
+    require_real,
+)
+
+#: below this empirical tail scale the quadratic (scale) term is dropped (FORMULAS §3)
+MIN_TAIL_SCALE = 1e-8
+
+
+@lru_cache(maxsize=None)
+def expected_max_standard_normal(n: int) -> float:
+    """e_N = E[max of N iid N(0, 1)] = ∫ x N φ(x) Φ(x)^{N−1} dx, by adaptive quadrature.
+
+    Φ^{N−1} is evaluated as exp((N−1) log Φ) for large N; the integrand is negligible
+    outside [−12, 12 + √(2 log N)] and peaks near √(2 log N) (a hint to the quadrature).
+    """
+    if not is_int(n) or n < 1:
+        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    peak = math.sqrt(2.0 * math.log(n)) if n > 1 else 0.0
+
+    def integrand(x: float) -> float:
+        return x * n * math.exp(-0.5 * x * x) / math.sqrt(2 * math.pi) * math.exp((n - 1) * special.log_ndtr(x))
+
+    value, _ = integrate.quad(integrand, -12.0, 12.0 + peak, points=[peak], limit=200, epsabs=1e-13, epsrel=1e-12)
+    return float(value)
+
+
+@dataclass(frozen=True)
+class TailConstants:
+    """Constants of the Gaussian-tail surrogate for tail mass α and budget N (FORMULAS §3)."""
+
+    z: float  #: Φ^{−1}(1 − α)
+    lam: float  #: λ = φ(z)/α, the standardised tail mean
+    e_n: float  #: E[max of N iid N(0, 1)]
+    kappa: float  #: κ_N = (e_N − λ)/√(1 + zλ − λ²)
+
+
+@lru_cache(maxsize=256)
+def tail_constants(alpha: float, n_target: int) -> TailConstants:
+    z = float(stats.norm.isf(alpha))
+    lam = float(np.exp(stats.norm.logpdf(z)) / alpha)
+    e_n = expected_max_standard_normal(n_target)
+    return TailConstants(z=z, lam=lam, e_n=e_n, kappa=(e_n - lam) / math.sqrt(1.0 + z * lam - lam * lam))
+
+
+def tail_count(alpha: float, n: int) -> int:
+    """k = ⌈α n⌉, at least 1; a 1e−9 slack keeps α n = 3.0000000000000004 at 3."""
+    return min(n, max(1, math.ceil(alpha * n - 1e-9)))
+
+
+def tail_shaped_reward(rewards: Tensor, alpha: float, kappa: float) -> Tensor:
+    """g(r_i) from the group's own empirical tail (004 eqs. 8, 10, 15; FORMULAS §3).
+
+    (q̂, m̂, ŝ) = smallest, mean and standard deviation (ddof = 0) of the ⌈αn⌉
+    largest rewards; g(r) = 1{r ≥ q̂}·[(r − q̂) + κ/(2ŝ)·((r − m̂)² − (q̂ − m̂)²)],
+    without the quadratic term when ŝ < 1e−8. Ties at q̂ are harmless: g(q̂) = 0.
+    """
+    top = rewards.topk(tail_count(alpha, rewards.shape[1]), dim=1).values
+    threshold = top[:, -1:]
+    tail_mean = top.mean(dim=1, keepdim=True)
+    tail_scale = top.std(dim=1, correction=0, keepdim=True)
+    has_scale = tail_scale >= MIN_TAIL_SCALE
+    curvature = torch.where(has_scale, kappa / (2.0 * tail_scale.clamp(min=MIN_TAIL_SCALE)), 0.0)
+    shaped = (rewards - threshold) + curvature * ((rewards - tail_mean) ** 2 - (threshold - tail_mean) ** 2)
+    return torch.where(rewards >= threshold, shaped, torch.zeros_like(rewards))
+
+
+def _stabilise(scores: Tensor, positive_part: bool) -> Tensor:
+    return scores.clamp(min=0.0) if positive_part else scores
+
+
+def _center(advantages: Tensor, center: bool) -> Tensor:
+    return advantages - advantages.mean(dim=1, keepdim=True) if center else advantages
+
+
+def _check_tea(rule: str, options, n: int) -> None:
+    require_real(rule, "alpha", options["alpha"], low=0.0, high=1.0, low_open=True, high_open=True)
+    require_int(rule, "n_target", options["n_target"], 1)
+    require_bool(rule, "positive_part", options["positive_part"])
+    require_bool(rule, "center", options["center"])
+
+
+TEA_DEFAULTS = {"alpha": 0.25, "n_target": 128, "positive_part": True, "center": True}
+
+
+@register_rule("tea", defaults=TEA_DEFAULTS, check_options=_check_tea)
+def tea(
+    rewards: Tensor, context: RuleContext, alpha: float, n_target: int, positive_part: bool, center: bool
+) -> Tensor:
+    """TEA: A_i = g⁺(r_i) − mean_j g⁺(r_j) (004 eq. 16); ≈ α∇(m + κ_N s), biased (see module doc).
+
+    ``positive_part=False`` keeps the raw g (004 eq. 15), the consistent form;
+    ``center=False`` skips the group centring (the paper's estimator eq. 11 has none).
+    """
+    scores = _stabilise(tail_shaped_reward(rewards, alpha, tail_constants(alpha, n_target).kappa), positive_part)
+    return _center(scores, center)
+
+
+def prefix_cancellation_weights(prefixes: Sequence[int]) -> tuple[float, ...]:
+    """w_ℓ = Π_{j≠ℓ} n_ℓ/(n_ℓ − n_j): Σ w_ℓ = 1, Σ w_ℓ n_ℓ^{−j} = 0 for j < L (FORMULAS §3).
+
+    Lagrange extrapolation of the prefix estimates to 1/n = 0; (32, 64) → (−1, 2).
+    Computed with exact fractions.
+    """
+    weights = []
+    for ell, size in enumerate(prefixes):
+        weight = Fraction(1)
+        for other_index, other in enumerate(prefixes):
+            if other_index != ell:
+                weight *= Fraction(size, size - other)
+        weights.append(float(weight))
+    return tuple(weights)
+
+
+def default_prefixes(n: int) -> tuple[int, int]:
+    """(n/2, n), the paper's instance (004 App. B.1: (32, 64) for n = 64)."""
+    return (n // 2, n)
+
+
+def _check_prefix_tea(rule: str, options, n: int) -> None:
+    _check_tea(rule, options, n)
+    prefixes = options["prefixes"]
+    if prefixes is None:
+        if n < 4:
+            raise ValueError(f"rule {rule!r}: option prefixes defaults to (n/2, n), which needs n >= 4 (n = {n})")
+        return
+    if (
+        isinstance(prefixes, (str, bytes))
+        or not isinstance(prefixes, Sequence)
+        or len(prefixes) < 2
+        or not all(is_int(size) for size in prefixes)
+        or any(b <= a for a, b in zip(prefixes, prefixes[1:]))
+        or prefixes[0] < 2
+        or prefixes[-1] != n
+    ):
+        raise ValueError(
+            f"rule {rule!r}: option prefixes must be >= 2 strictly increasing integers, the first >= 2 "
+            f"and the last equal to n = {n}, got {prefixes!r}"
+        )
+
+
+@register_rule("prefix_tea", defaults={**TEA_DEFAULTS, "prefixes": None}, check_options=_check_prefix_tea)
+def prefix_tea(
+    rewards: Tensor,
+    context: RuleContext,
+    alpha: float,
+    n_target: int,
+    positive_part: bool,
+    center: bool,
+    prefixes: Sequence[int] | None,
+) -> Tensor:
+    """Prefix-TEA: Σ_ℓ w_ℓ (n/n_ℓ) g⁺⁽ℓ⁾(r_i) 1{i ≤ n_ℓ}, centred (004 eq. 18, D.5); lower bias for raw g only.
+
+    g⁽ℓ⁾ uses the tail statistics of the first n_ℓ rewards; the positive part is
+    taken per prefix before combining (004 eq. 18). The bias cancellation needs
+    α n_ℓ to share its fractional part across prefixes (e.g. α = 0.25 with every
+    n_ℓ a multiple of 4); this is not enforced.
+    """
+    n = rewards.shape[1]
+    sizes = tuple(prefixes) if prefixes is not None else default_prefixes(n)
+    kappa = tail_constants(alpha, n_target).kappa
+    combined = torch.zeros_like(rewards)
+    for size, weight in zip(sizes, prefix_cancellation_weights(sizes)):
+        scores = _stabilise(tail_shaped_reward(rewards[:, :size], alpha, kappa), positive_part)
+        combined[:, :size] += (weight * n / size) * scores
+    return _center(combined, center)

@@ -1,0 +1,174 @@
+"""The study's parameters (``params.yaml``) as validated, documented pydantic models.
+
+Every stage calls :func:`load_params` before doing any work, so a bad value
+stops the stage at once with a message naming the key (``train.learning_rate``,
+``variants.pass_at_n.n``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from aligntrain.training.strategies import ObjectiveOptions, get_objective
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class StudyConfig(_Section):
+    name: str = Field("default", description="Study name: the MLflow parent run and experiment tag.")
+    seed: int = Field(0, description="Seed of data generation, initialisation and sampling.")
+    experiment: str = Field("aligntrain", description="MLflow experiment name.")
+
+
+class ProblemConfig(_Section):
+    name: str = Field("arith", description="Problem in aligntrain.problems (arith: embedded arithmetic).")
+    levels: list[int] = Field([1, 2, 3, 4, 5], min_length=1, description="Difficulty levels to include.")
+    train_size: int = Field(4000, ge=1, description="Training prompts (SFT warm-up and fine-tuning).")
+    validation_size: int = Field(200, ge=1, description="Validation prompts (loss during training).")
+    test_size: int = Field(200, ge=1, description="Test prompts (rollouts and evaluation).")
+    pretrain_corpus_size: int = Field(20000, ge=1, description="Texts in the synthetic pretraining corpus.")
+    data_files: dict[str, str] | None = Field(
+        None, description="Local parquet per split {train, validation, test} instead of generated rows (hub data sets)."
+    )
+
+    @field_validator("data_files")
+    @classmethod
+    def _all_splits(cls, files: dict[str, str] | None) -> dict[str, str] | None:
+        if files is not None and set(files) != {"train", "validation", "test"}:
+            raise ValueError(f"data_files needs exactly the keys train, validation, test; got {sorted(files)}")
+        return files
+
+
+class ModelConfig(_Section):
+    """The tiny Llama built by ``pretrain`` (ignored when ``base_model`` is set)."""
+
+    base_model: str | None = Field(
+        None, description="Path of a pretrained causal LM (save_pretrained layout); None: train the tiny one."
+    )
+    hidden_size: int = Field(128, ge=8, description="Width of the residual stream.")
+    num_layers: int = Field(4, ge=1, description="Transformer blocks.")
+    num_heads: int = Field(4, ge=1, description="Attention heads (no grouped-query attention).")
+    intermediate_size: int = Field(384, ge=8, description="MLP hidden width.")
+    max_length: int = Field(192, ge=16, description="Longest sequence in tokens (prompt + completion).")
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self) -> ModelConfig:
+        if self.hidden_size % self.num_heads:
+            raise ValueError(f"hidden_size ({self.hidden_size}) must be divisible by num_heads ({self.num_heads})")
+        return self
+
+
+class OptimConfig(_Section):
+    """One training run's optimisation schedule (AdamW, linear decay)."""
+
+    steps: int = Field(500, ge=1, description="Optimizer steps.")
+    batch_size: int = Field(64, ge=1, description="Sequences per optimizer step (per process).")
+    learning_rate: float = Field(1e-3, gt=0, description="Peak learning rate.")
+    warmup_ratio: float = Field(0.05, ge=0, lt=1, description="Fraction of steps of linear LR warm-up.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    checkpoint_every: int = Field(100, ge=1, description="Save a resumable checkpoint every this many steps.")
+    log_every: int = Field(10, ge=1, description="Log training metrics every this many steps.")
+    activation_checkpointing: bool = Field(
+        False, description="Recompute activations in the backward pass (memory for time; for large models)."
+    )
+
+
+class Variant(_Section):
+    """A training variant: an objective from the registry and that objective's options.
+
+    Written flat in params.yaml: ``{objective: pass_at_n, n: 16}``.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    objective: str = Field(description="Name in aligntrain.training.strategies.OBJECTIVES.")
+
+    @property
+    def options(self) -> ObjectiveOptions:
+        return get_objective(self.objective).model_validate(self.model_extra or {})
+
+    @model_validator(mode="after")
+    def _options_fit_objective(self) -> Variant:
+        self.options  # noqa: B018 - validates (raises ValueError naming the option)
+        return self
+
+
+class RolloutConfig(_Section):
+    samples_per_prompt: int = Field(64, ge=1, description="Completions M per test prompt (the pool).")
+    temperature: float = Field(1.0, gt=0, description="Sampling temperature.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling mass.")
+    max_new_tokens: int = Field(96, ge=1, description="Generation length cap.")
+    batch_size: int = Field(512, ge=1, description="Sequences generated together (left padding, KV cache).")
+
+
+class EvaluateConfig(_Section):
+    bootstrap_resamples: int = Field(1000, ge=10, description="Paired prompt-bootstrap resamples.")
+    confidence: float = Field(0.95, gt=0, lt=1, description="Confidence level of the intervals.")
+
+
+class CompareConfig(_Section):
+    baseline: str = Field("ce", description="Variant every other variant is compared against.")
+
+
+class Params(_Section):
+    study: StudyConfig = StudyConfig()
+    problem: ProblemConfig = ProblemConfig()
+    model: ModelConfig = ModelConfig()
+    pretrain: OptimConfig
+    warmup: OptimConfig
+    train: OptimConfig
+    variants: dict[str, Variant] = Field(min_length=1)
+    rollouts: RolloutConfig = RolloutConfig()
+    evaluate: EvaluateConfig = EvaluateConfig()
+    compare: CompareConfig = CompareConfig()
+
+    @field_validator("variants")
+    @classmethod
+    def _variant_names_are_paths(cls, variants: dict[str, Variant]) -> dict[str, Variant]:
+        for name in variants:
+            if not name.replace("_", "").replace("-", "").isalnum():
+                raise ValueError(f"variant name {name!r} must be letters, digits, '_' or '-'")
+        return variants
+
+    @model_validator(mode="after")
+    def _baseline_is_a_variant(self) -> Params:
+        if self.compare.baseline not in self.variants:
+            raise ValueError(
+                f"compare.baseline {self.compare.baseline!r} is not a variant; variants: {sorted(self.variants)}"
+            )
+        return self
+
+    def variant(self, name: str) -> Variant:
+        if name not in self.variants:
+            raise ValueError(f"unknown variant {name!r}; params.yaml declares {sorted(self.variants)}")
+        return self.variants[name]
+
+
+class ParamsError(ValueError):
+    """Invalid params.yaml; the message names every offending key."""
+
+
+def parse_params(raw: dict[str, Any]) -> Params:
+    try:
+        return Params.model_validate(raw)
+    except ValidationError as err:
+        lines = []
+        for e in err.errors():
+            key = ".".join(str(p) for p in e["loc"]) or "<root>"
+            lines.append(f"  {key}: {e['msg']}")
+        raise ParamsError("invalid parameters:\n" + "\n".join(lines)) from None
+
+
+def load_params(path: str | Path = "params.yaml") -> Params:
+    path = Path(path)
+    if not path.is_file():
+        raise ParamsError(f"parameters file {path} not found")
+    raw = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(raw, dict):
+        raise ParamsError(f"{path} must hold a mapping at the top level")
+    return parse_params(raw)

@@ -1,0 +1,86 @@
+"""Scaling curves of a pool: pass@k and maj@k for k = 1, 2, 4, …, M (FORMULAS §1).
+
+Per prompt, the exact estimators of :mod:`aligntrain.estimators`; across
+prompts, the mean with its standard error, overall and per difficulty level.
+The per-prompt table is kept: ``compare`` pairs it across variants.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from aligntrain.estimators import maj_at_k_curve, mean_and_stderr, pass_at_k_curve
+
+
+def budgets(samples_per_prompt: int) -> list[int]:
+    """1, 2, 4, …, up to M (M itself included when it is not a power of two)."""
+    ks = [1 << i for i in range(samples_per_prompt.bit_length()) if (1 << i) <= samples_per_prompt]
+    if ks[-1] != samples_per_prompt:
+        ks.append(samples_per_prompt)
+    return ks
+
+
+def per_prompt_scores(pool: pd.DataFrame, gold_classes: dict[str, object]) -> pd.DataFrame:
+    """One row per prompt: level, and ``pass@k`` / ``maj@k`` columns for every budget k.
+
+    ``gold_classes`` maps prompt id to the canonical class of its gold answer.
+    Every prompt must have the same number of samples M.
+    """
+    sizes = pool.groupby("prompt_id").size()
+    if sizes.nunique() != 1:
+        raise ValueError(f"pool prompts have different sample counts: {sorted(sizes.unique())}")
+    m = int(sizes.iloc[0])
+    ks = budgets(m)
+    grouped = pool.sort_values(["prompt_id", "sample_index"]).groupby("prompt_id", sort=True)
+    ids = list(grouped.groups)
+    correct_counts = grouped["correct"].sum().to_numpy()
+    levels = grouped["level"].first().to_numpy()
+    pass_curves = pass_at_k_curve(m, correct_counts, ks)
+    maj_curves = np.stack(
+        [maj_at_k_curve(_answer_classes(group["answer_class"]), gold_classes[pid], ks) for pid, group in grouped]
+    )
+    table = {"prompt_id": ids, "level": levels, "num_correct": correct_counts}
+    for j, k in enumerate(ks):
+        table[f"pass@{k}"] = pass_curves[:, j]
+    for j, k in enumerate(ks):
+        table[f"maj@{k}"] = maj_curves[:, j]
+    return pd.DataFrame(table)
+
+
+def _answer_classes(column: pd.Series) -> list:
+    # pandas stores a missing class as NaN (a hashable that would count as a wrong
+    # answer); the estimators expect None: drawn, never winning.
+    return [None if pd.isna(a) else a for a in column]
+
+
+def score_columns(per_prompt: pd.DataFrame) -> list[str]:
+    return [c for c in per_prompt.columns if "@" in c]
+
+
+def summarize(per_prompt: pd.DataFrame) -> dict:
+    """Mean and standard error of every score, overall and per level (the metrics JSON)."""
+
+    def block(frame: pd.DataFrame) -> dict:
+        out = {"prompts": int(len(frame))}
+        for col in score_columns(frame):
+            mean, se = mean_and_stderr(frame[col].to_numpy())
+            out[col] = round(mean, 6)
+            out[f"{col}_se"] = round(se, 6)
+        return out
+
+    summary = {"overall": block(per_prompt)}
+    summary["by_level"] = {
+        f"level{int(level)}": block(frame) for level, frame in per_prompt.groupby("level", sort=True)
+    }
+    return summary
+
+
+def curve_table(per_prompt: pd.DataFrame) -> pd.DataFrame:
+    """Wide table for ``dvc plots``: one row per budget k, a mean and se column per strategy."""
+    table: dict[int, dict] = {}
+    for col in score_columns(per_prompt):
+        strategy, k = col.split("@")
+        mean, se = mean_and_stderr(per_prompt[col].to_numpy())
+        table.setdefault(int(k), {"k": int(k)}).update({f"{strategy}_at_k": mean, f"{strategy}_at_k_se": se})
+    return pd.DataFrame([table[k] for k in sorted(table)])

@@ -1,0 +1,57 @@
+"""Where each stage reads and writes, relative to the study directory (DESIGN: the data path).
+
+dvc.yaml names the same paths; this is the one place the code spells them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class StudyPaths:
+    root: Path = Path(".")
+
+    def split(self, name: str) -> Path:
+        """Prepared rows of one split: ``data/{train,validation,test}.parquet``."""
+        return self.root / "data" / f"{name}.parquet"
+
+    @property
+    def pretrain_corpus(self) -> Path:
+        return self.root / "data" / "pretrain_corpus.parquet"
+
+    @property
+    def base_model(self) -> Path:
+        return self.root / "models" / "base"
+
+    @property
+    def warmup_model(self) -> Path:
+        return self.root / "models" / "warmup"
+
+    def variant_model(self, variant: str) -> Path:
+        return self.root / "models" / "variants" / variant
+
+    def checkpoints(self, stage: str) -> Path:
+        """Resumable checkpoints of a training stage (git- and DVC-ignored scratch)."""
+        return self.root / "checkpoints" / stage
+
+    def pool(self, variant: str) -> Path:
+        return self.root / "pools" / f"{variant}.parquet"
+
+    def metrics(self, variant: str) -> Path:
+        return self.root / "metrics" / f"{variant}.json"
+
+    def per_prompt(self, variant: str) -> Path:
+        return self.root / "metrics" / "per_prompt" / f"{variant}.parquet"
+
+    def curve(self, variant: str) -> Path:
+        """Scaling curve for ``dvc plots``: one row per k."""
+        return self.root / "plots" / "curves" / f"{variant}.csv"
+
+    def stage_metrics(self, stage: str) -> Path:
+        return self.root / "metrics" / "stages" / f"{stage}.json"
+
+    @property
+    def reports(self) -> Path:
+        return self.root / "reports"

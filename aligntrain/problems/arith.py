@@ -1,0 +1,457 @@
+"""Procedurally generated multi-step integer arithmetic ("arith").
+
+Built for a tiny character-level model trained from scratch on CPU: texts are
+short (a whole example is at most ``MAX_EXAMPLE_CHARS`` = 120 characters at the
+hardest level; about 90 in practice) over a 21-character alphabet
+(``ALPHABET``: digits, ``+ - * = ? # :``, ``Q A``, space, newline).
+
+Text format [choice]. The prompt ends where generation starts; the completion is
+one line: the expression rewritten after each step, joined by "=", then the
+answer after ``verify.ANSWER_MARKER``, then a newline (``STOP_TEXT``, where a
+sampler stops)::
+
+    prompt:     "Q: 47+83*6-29=?\\nA: "
+    completion: "47+498-29=545-29=516 #### 516\\n"
+
+Steps follow operator precedence: the leftmost "*" first, then "+"/"-" left to
+right, one operation per step, each intermediate expression written out in full
+(so the model copies the untouched part and computes one operation). Only the
+leading term of an intermediate expression can be negative ("3-8+4" ->
+"-5+4" -> "-1").
+
+Difficulty levels [choice; meant to give a tiny model a spread of pass@1 like
+MATH levels 1-5: more operands = more steps for errors to compound, larger
+operands and products = harder single steps]:
+
+=====  ========  =========  =========  =================  ======  ==============
+level  operands  operand    operators  right factor of *  max *   distinct
+                 range                                             questions
+=====  ========  =========  =========  =================  ======  ==============
+1      2         0-49       + -        -                  0       5,000
+2      3         0-9        + - *      2-9                1       7,200
+3      3         0-99       + - *      2-9                1       ~7e5
+4      4         0-99       + - *      2-9                2       ~9e7
+5      5         0-99       + - *      2-9                2       ~9e9
+=====  ========  =========  =========  =================  ======  ==============
+
+Splits disjoint by construction [choice]: every question text is assigned to
+exactly one partition ("train" 80 %, "validation" 10 %, "test" 10 %) by a salted
+BLAKE2b hash of the question text alone (``partition_of``). The assignment does
+not depend on the seed, the level or the requested sizes, so no question can sit
+in two splits, in any run, and the pretraining corpus (drawn only from the
+"train" partition) can never contain a validation or test question. The seed
+only chooses which questions of a partition are sampled. A split holds unique
+questions (rejection sampling); asking a level for more than its partition holds
+(about 500 level-1 questions in validation or test) raises ValueError.
+
+Pretraining corpus [choice]: full worked examples (prompt + completion) of
+train-partition questions, levels uniform, drawn i.i.d. (repeats allowed), plus
+a fraction ``drill_fraction`` of *drills*: one operation taken from a random step
+of a random train-partition worked example, posed as its own two-operand
+question (e.g. "Q: 545-29=?\\nA: 516 #### 516\\n"), hash-filtered to the train
+partition like everything else. Drills teach the single-step arithmetic at the
+magnitudes the traces need (including a negative left operand) in isolation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import re
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypedDict
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from aligntrain.verify import ANSWER_MARKER, canonical_answer, extract_answer, is_correct
+
+NAME = "arith"
+SPLITS = ("train", "validation", "test")
+SPLIT_FRACTIONS = {"train": 0.8, "validation": 0.1, "test": 0.1}
+STOP_TEXT = "\n"
+MAX_EXAMPLE_CHARS = 120
+ALPHABET = frozenset("0123456789+-*=?#: QA\n")
+ROW_FIELDS = ("id", "level", "prompt", "completion", "answer")
+
+# Salt of the split hash; changing it re-partitions every question (a new dataset).
+_SPLIT_SALT = b"aligntrain/arith/split/v1:"
+# Rejection sampling gives up after this many draws per requested question.
+_MAX_DRAWS_PER_QUESTION = 400
+
+_QUESTION = re.compile(r"(?:0|[1-9][0-9]*)(?:[-+*](?:0|[1-9][0-9]*))*")
+_PROMPT = re.compile(r"Q: (?P<question>[0-9+\-*]+)=\?\nA: ")
+_ROW_SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("level", pa.int64()),
+        ("prompt", pa.string()),
+        ("completion", pa.string()),
+        ("answer", pa.string()),
+    ]
+)
+
+
+class ArithRow(TypedDict):
+    """One example. ``prompt`` + ``completion`` is the full training text."""
+
+    id: str
+    level: int
+    prompt: str
+    completion: str
+    answer: str
+
+
+@dataclass(frozen=True)
+class LevelSpec:
+    """How questions of one difficulty level are drawn (see the module table)."""
+
+    n_operands: int
+    operand_range: tuple[int, int]  # inclusive; every operand not a right factor of "*"
+    operators: str
+    factor_range: tuple[int, int]  # inclusive; the operand right of a "*"
+    max_products: int
+
+
+LEVEL_SPECS: dict[int, LevelSpec] = {
+    1: LevelSpec(2, (0, 49), "+-", (2, 9), 0),
+    2: LevelSpec(3, (0, 9), "+-*", (2, 9), 1),
+    3: LevelSpec(3, (0, 99), "+-*", (2, 9), 1),
+    4: LevelSpec(4, (0, 99), "+-*", (2, 9), 2),
+    5: LevelSpec(5, (0, 99), "+-*", (2, 9), 2),
+}
+LEVELS = tuple(sorted(LEVEL_SPECS))
+
+
+# ---------------------------------------------------------------------------
+# One question: generation, step-by-step solution, text
+
+
+def sample_question(level: int, rng: random.Random) -> str:
+    """A random question of ``level``, e.g. "47+83*6-29" (no spaces, no leading zeros)."""
+    spec = _level_spec(level)
+    while True:
+        operators = [rng.choice(spec.operators) for _ in range(spec.n_operands - 1)]
+        if operators.count("*") <= spec.max_products:
+            break
+    operands = [rng.randint(*spec.operand_range)]
+    for operator in operators:
+        operand_range = spec.factor_range if operator == "*" else spec.operand_range
+        operands.append(rng.randint(*operand_range))
+    return _format_expression(operands, operators)
+
+
+def solution_steps(question: str) -> list[str]:
+    """The expression after each operation, ending with the value.
+
+    "47+83*6-29" -> ["47+498-29", "545-29", "516"]: leftmost "*" first, then
+    "+"/"-" left to right (operator precedence, so the last step is the value).
+    """
+    return [expression for expression, _ in _solve(question)]
+
+
+def _solve(question: str) -> list[tuple[str, tuple[int, str, int]]]:
+    """Each step's resulting expression with the operation (left, operator, right) it did."""
+    values, operators = _parse_question(question)
+    steps = []
+    while operators:
+        at = operators.index("*") if "*" in operators else 0
+        left, operator, right = values[at], operators[at], values[at + 1]
+        values[at : at + 2] = [{"*": left * right, "+": left + right, "-": left - right}[operator]]
+        del operators[at]
+        steps.append((_format_expression(values, operators), (left, operator, right)))
+    return steps
+
+
+def format_prompt(question: str) -> str:
+    """The text the model is conditioned on: "Q: <question>=?\\nA: "."""
+    return f"Q: {question}=?\nA: "
+
+
+def worked_completion(question: str) -> str:
+    """Gold completion: steps joined by "=", the marker, the answer, STOP_TEXT."""
+    steps = solution_steps(question)
+    return f"{'='.join(steps)} {ANSWER_MARKER} {steps[-1]}{STOP_TEXT}"
+
+
+def row_id(question: str, level: int) -> str:
+    """Stable id from the question text: "arith-L<level>-<16 hex digits>"."""
+    digest = hashlib.blake2b(question.encode("ascii"), digest_size=8).hexdigest()
+    return f"{NAME}-L{level}-{digest}"
+
+
+def make_row(question: str, level: int) -> ArithRow:
+    """The row of one question (the question must fit ``level``)."""
+    steps = solution_steps(question)
+    return ArithRow(
+        id=row_id(question, level),
+        level=level,
+        prompt=format_prompt(question),
+        completion=worked_completion(question),
+        answer=steps[-1],
+    )
+
+
+def partition_of(question: str) -> str:
+    """The split that owns ``question``: a salted hash of the text alone, mapped
+    to [0, 1) and cut at the cumulative ``SPLIT_FRACTIONS``."""
+    digest = hashlib.blake2b(_SPLIT_SALT + question.encode("ascii"), digest_size=8).digest()
+    position = int.from_bytes(digest, "big") / 2**64
+    cumulative = 0.0
+    for split in SPLITS:
+        cumulative += SPLIT_FRACTIONS[split]
+        if position < cumulative:
+            return split
+    return SPLITS[-1]
+
+
+# ---------------------------------------------------------------------------
+# Splits and pretraining corpus
+
+
+def generate_split(split: str, n: int, levels: Sequence[int] = LEVELS, seed: int = 0) -> list[ArithRow]:
+    """``n`` rows of unique questions from the ``split`` partition, shuffled.
+
+    Levels get equal shares (the first ``n % len(levels)`` levels one more).
+    Deterministic in (split, n, levels, seed); each (split, level) has its own
+    random stream, so changing one level's share leaves the others' questions.
+    """
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    levels = _check_levels(levels)
+    rows: list[ArithRow] = []
+    seen: set[str] = set()  # unique across levels: ranges overlap ("5+3*4" fits 2 and 3)
+    for index, level in enumerate(levels):
+        count = n // len(levels) + (index < n % len(levels))
+        rng = random.Random(f"{NAME}:{seed}:{split}:{level}")
+        taken = 0
+        for _ in range(_MAX_DRAWS_PER_QUESTION * count):
+            if taken == count:
+                break
+            question = sample_question(level, rng)
+            if question in seen or partition_of(question) != split:
+                continue
+            seen.add(question)
+            rows.append(make_row(question, level))
+            taken += 1
+        if taken < count:
+            raise ValueError(
+                f"sizes[{split!r}] asks for {count} level-{level} questions but only {taken} "
+                f"unique ones were found in the {split} partition; ask for fewer"
+            )
+    random.Random(f"{NAME}:{seed}:{split}:order").shuffle(rows)
+    return rows
+
+
+def generate_splits(
+    sizes: Mapping[str, int], levels: Sequence[int] = LEVELS, seed: int = 0
+) -> dict[str, list[ArithRow]]:
+    """One ``generate_split`` per entry of ``sizes`` (e.g. {"train": 4000, "test": 500})."""
+    unknown = sorted(set(sizes) - set(SPLITS))
+    if unknown:
+        raise ValueError(f"sizes has unknown splits {unknown}; known: {SPLITS}")
+    return {split: generate_split(split, n, levels, seed) for split, n in sizes.items()}
+
+
+def pretrain_corpus(
+    n: int, seed: int = 0, levels: Sequence[int] = LEVELS, drill_fraction: float = 0.2
+) -> list[str]:
+    """``n`` pretraining texts (prompt + completion), all from the train partition.
+
+    Each text is a drill with probability ``drill_fraction`` and otherwise a
+    worked example of a uniform level (see the module docstring). Repeats allowed.
+    """
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    if not 0.0 <= drill_fraction <= 1.0:
+        raise ValueError(f"drill_fraction must be in [0, 1], got {drill_fraction}")
+    levels = _check_levels(levels)
+    rng = random.Random(f"{NAME}:pretrain:{seed}")
+    texts: list[str] = []
+    while len(texts) < n:
+        question = sample_question(rng.choice(levels), rng)
+        if partition_of(question) != "train":
+            continue
+        if rng.random() < drill_fraction:
+            question = _drill_from(question, rng)
+            if partition_of(question) != "train":
+                continue
+        texts.append(format_prompt(question) + worked_completion(question))
+    return texts
+
+
+def _drill_from(question: str, rng: random.Random) -> str:
+    """One operation of ``question``'s solution, as a two-operand question."""
+    left, operator, right = rng.choice(_solve(question))[1]
+    return _format_expression([left, right], [operator])
+
+
+# ---------------------------------------------------------------------------
+# Validation and parquet I/O
+
+
+def validate_row(row: Mapping[str, Any]) -> None:
+    """Raise ValueError naming the row's id and the bad field if ``row`` is malformed.
+
+    Checks the fields and types, that the prompt holds a question of the row's
+    level, and that id, completion and answer are exactly the ones that
+    question determines.
+    """
+    if not isinstance(row, Mapping):
+        raise ValueError(f"row must be a mapping, got {type(row).__name__}")
+    identifier = row.get("id")
+    if not isinstance(identifier, str) or not identifier:
+        raise ValueError(f"row {identifier!r}: field 'id' must be a non-empty str")
+
+    def bad(field: str, problem: str) -> ValueError:
+        return ValueError(f"row {identifier!r}: field {field!r} {problem}")
+
+    for field in ROW_FIELDS:
+        if field not in row:
+            raise bad(field, "is missing")
+    for field in row:
+        if field not in ROW_FIELDS:
+            raise bad(field, f"is not an arith field {ROW_FIELDS}")
+    for field in ("prompt", "completion", "answer"):
+        if not isinstance(row[field], str):
+            raise bad(field, f"must be a str, got {type(row[field]).__name__}")
+    level = row["level"]
+    if isinstance(level, bool) or not isinstance(level, int) or level not in LEVEL_SPECS:
+        raise bad("level", f"must be an int in {LEVELS}, got {level!r}")
+    prompt_match = _PROMPT.fullmatch(row["prompt"])
+    if prompt_match is None:
+        raise bad("prompt", f"is not of the form 'Q: <question>=?\\nA: ': {row['prompt']!r}")
+    question = prompt_match["question"]
+    misfit = _level_misfit(question, level)
+    if misfit:
+        raise bad("prompt", f"question {question!r} is not a level-{level} question: {misfit}")
+    expected = make_row(question, level)
+    for field in ("id", "answer", "completion"):
+        if row[field] != expected[field]:
+            raise bad(field, f"is {row[field]!r}, the question determines {expected[field]!r}")
+
+
+def save_rows(rows: Iterable[Mapping[str, Any]], path: str | os.PathLike[str]) -> None:
+    """Validate every row, then write parquet atomically (temp file + os.replace)."""
+    rows = list(rows)
+    for row in rows:
+        validate_row(row)
+    path = Path(path)
+    table = pa.Table.from_pylist([{field: row[field] for field in ROW_FIELDS} for row in rows], _ROW_SCHEMA)
+    handle, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(handle)
+    try:
+        pq.write_table(table, temp_name)
+        os.replace(temp_name, path)
+    except BaseException:
+        Path(temp_name).unlink(missing_ok=True)
+        raise
+
+
+def load_rows(path: str | os.PathLike[str]) -> list[ArithRow]:
+    """Read rows written by ``save_rows``; every row is validated (ValueError names its id)."""
+    rows = pq.read_table(path).to_pylist()
+    for row in rows:
+        validate_row(row)
+    return rows  # type: ignore[return-value]  # validated to the ArithRow shape
+
+
+# ---------------------------------------------------------------------------
+# Problem object (what aligntrain.problems.get_problem("arith") returns)
+
+
+@dataclass(frozen=True)
+class ArithProblem:
+    """The arith problem behind the ``aligntrain.problems.Problem`` protocol."""
+
+    name: str = NAME
+    binary_rewards: bool = True
+    levels: tuple[int, ...] = LEVELS
+    stop_text: str = STOP_TEXT
+
+    def generate_splits(
+        self, sizes: Mapping[str, int], levels: Sequence[int], seed: int
+    ) -> dict[str, list[ArithRow]]:
+        return generate_splits(sizes, levels, seed)
+
+    def pretrain_corpus(self, n: int, seed: int) -> list[str]:
+        return pretrain_corpus(n, seed)
+
+    def reward(self, completion: str, row: Mapping[str, Any]) -> float:
+        """1.0 if the completion's answer equals the row's gold answer, else 0.0."""
+        return 1.0 if is_correct(completion, row["answer"]) else 0.0
+
+    def answer_class(self, completion: str) -> str | None:
+        """The completion's canonical answer (None: no parseable answer)."""
+        return canonical_answer(extract_answer(completion))
+
+    def validate_row(self, row: Mapping[str, Any]) -> None:
+        validate_row(row)
+
+    def save_rows(self, rows: Iterable[Mapping[str, Any]], path: str | os.PathLike[str]) -> None:
+        save_rows(rows, path)
+
+    def load_rows(self, path: str | os.PathLike[str]) -> list[ArithRow]:
+        return load_rows(path)
+
+
+# ---------------------------------------------------------------------------
+# Helpers
+
+
+def _level_spec(level: int) -> LevelSpec:
+    if level not in LEVEL_SPECS:
+        raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+    return LEVEL_SPECS[level]
+
+
+def _check_levels(levels: Sequence[int]) -> tuple[int, ...]:
+    levels = tuple(levels)
+    if not levels:
+        raise ValueError("levels must not be empty")
+    if len(set(levels)) != len(levels):
+        raise ValueError(f"levels must not repeat, got {levels}")
+    for level in levels:
+        _level_spec(level)
+    return levels
+
+
+def _parse_question(question: str) -> tuple[list[int], list[str]]:
+    """Operands and operators of a trusted expression; a leading "-" is a negative first operand."""
+    sign = -1 if question.startswith("-") else 1
+    body = question[1:] if sign < 0 else question
+    if not _QUESTION.fullmatch(body):
+        raise ValueError(f"question must look like '47+83*6-29', got {question!r}")
+    operands = [int(token) for token in re.findall(r"[0-9]+", body)]
+    operands[0] *= sign
+    return operands, re.findall(r"[-+*]", body)
+
+
+def _format_expression(operands: Sequence[int], operators: Sequence[str]) -> str:
+    return str(operands[0]) + "".join(f"{op}{value}" for op, value in zip(operators, operands[1:]))
+
+
+def _level_misfit(question: str, level: int) -> str | None:
+    """Why ``question`` cannot have been drawn at ``level`` (None if it can)."""
+    if question.startswith("-") or not _QUESTION.fullmatch(question):
+        return "malformed expression"
+    spec = LEVEL_SPECS[level]
+    operands, operators = _parse_question(question)
+    if len(operands) != spec.n_operands:
+        return f"{len(operands)} operands, level has {spec.n_operands}"
+    if any(operator not in spec.operators for operator in operators):
+        return f"operators outside {spec.operators!r}"
+    if operators.count("*") > spec.max_products:
+        return f"more than {spec.max_products} '*'"
+    for index, value in enumerate(operands):
+        is_factor = index > 0 and operators[index - 1] == "*"
+        low, high = spec.factor_range if is_factor else spec.operand_range
+        if not low <= value <= high:
+            return f"operand {value} outside {low}-{high}"
+    return None

@@ -1,0 +1,83 @@
+"""The pool: one row per sampled completion, the interchange format of the study.
+
+Written as parquet by ``rollouts`` and read by ``evaluate`` and the diagnostics
+(DESIGN: the data path). Columns:
+
+=============  ==========================================================
+prompt_id      id of the test row
+level          difficulty level of the prompt
+sample_index   0..M−1 within the prompt
+text           the completion as decoded
+answer         the extracted final answer text (None when absent)
+answer_class   canonical answer class (None: unparseable, never wins a vote)
+correct        the verifier's verdict
+reward         the problem's reward (1/0 for verifiable problems)
+logp           summed log π(y|x) of the completion at temperature 1
+num_tokens     completion length in tokens, EOS included
+finished       True when generation stopped at EOS, not at the length cap
+=============  ==========================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from aligntrain.io import atomic_path
+from aligntrain.rollouts.generate import Completion
+
+POOL_COLUMNS = [
+    "prompt_id",
+    "level",
+    "sample_index",
+    "text",
+    "answer",
+    "answer_class",
+    "correct",
+    "reward",
+    "logp",
+    "num_tokens",
+    "finished",
+]
+
+
+def build_pool(rows: Sequence[dict], completions: Sequence[Completion], problem) -> pd.DataFrame:
+    """Grade every completion against its row with the problem's verifier."""
+    records = []
+    for c in completions:
+        row = rows[c.prompt_index]
+        verdict = problem.grade(c.text, row)
+        records.append(
+            {
+                "prompt_id": row["id"],
+                "level": int(row["level"]),
+                "sample_index": c.sample_index,
+                "text": c.text,
+                "answer": verdict.answer,
+                "answer_class": verdict.answer_class,
+                "correct": bool(verdict.correct),
+                "reward": float(verdict.reward),
+                "logp": c.logp,
+                "num_tokens": c.num_tokens,
+                "finished": c.finished,
+            }
+        )
+    return pd.DataFrame.from_records(records, columns=POOL_COLUMNS)
+
+
+def write_pool(pool: pd.DataFrame, path: str | Path) -> None:
+    missing = set(POOL_COLUMNS) - set(pool.columns)
+    if missing:
+        raise ValueError(f"pool is missing columns {sorted(missing)}")
+    with atomic_path(path) as tmp:
+        pool.to_parquet(tmp, index=False)
+
+
+def read_pool(path: str | Path) -> pd.DataFrame:
+    pool = pd.read_parquet(path)
+    missing = set(POOL_COLUMNS) - set(pool.columns)
+    if missing:
+        raise ValueError(f"{path} is not a pool: missing columns {sorted(missing)}")
+    return pool

@@ -1,0 +1,63 @@
+"""Stage ``prepare``: the problem's train / val / test rows and the pretraining corpus.
+
+The embedded problem generates its rows from the study seed. A study may
+instead point ``problem.data_files`` at local parquet files (a hub data set
+exported once); their rows go through the same validation, so a malformed row
+stops the stage with its id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from aligntrain.config import Params
+from aligntrain.io import atomic_path
+from aligntrain.paths import StudyPaths
+from aligntrain.problems import get_problem
+
+SPLITS = ("train", "validation", "test")
+
+
+def generate_rows(params: Params) -> dict[str, list[dict]]:
+    """Rows of every split, from ``problem.data_files`` when given, else generated."""
+    cfg = params.problem
+    problem = get_problem(cfg.name)
+    if cfg.data_files:
+        return {split: pd.read_parquet(cfg.data_files[split]).to_dict("records") for split in SPLITS}
+    sizes = {"train": cfg.train_size, "validation": cfg.validation_size, "test": cfg.test_size}
+    return problem.generate_splits(sizes, levels=cfg.levels, seed=params.study.seed)
+
+
+def validate_rows(params: Params, splits: dict[str, Sequence[dict]]) -> None:
+    """Every row well-formed (ValueError naming the row id) and no prompt in two splits."""
+    problem = get_problem(params.problem.name)
+    seen: dict[str, str] = {}
+    for split in SPLITS:
+        if not splits.get(split):
+            raise ValueError(f"split {split!r} is empty")
+        for row in splits[split]:
+            problem.validate_row(row)
+            other = seen.setdefault(row["prompt"], split)
+            if other != split:
+                raise ValueError(f"row {row['id']!r}: its prompt is in both {other!r} and {split!r}")
+
+
+def pretrain_corpus(params: Params) -> list[str]:
+    return get_problem(params.problem.name).pretrain_corpus(
+        params.problem.pretrain_corpus_size, seed=params.study.seed
+    )
+
+
+def write_outputs(paths: StudyPaths, splits: dict[str, Sequence[dict]], corpus: Sequence[str]) -> dict:
+    for split in SPLITS:
+        with atomic_path(paths.split(split)) as tmp:
+            pd.DataFrame.from_records(list(splits[split])).to_parquet(tmp, index=False)
+    with atomic_path(paths.pretrain_corpus) as tmp:
+        pd.DataFrame({"text": list(corpus)}).to_parquet(tmp, index=False)
+    return {f"{split}_rows": len(splits[split]) for split in SPLITS} | {"corpus_texts": len(corpus)}
+
+
+def read_split(paths: StudyPaths, split: str) -> list[dict]:
+    return pd.read_parquet(paths.split(split)).to_dict("records")

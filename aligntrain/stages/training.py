@@ -1,0 +1,136 @@
+"""Stages ``pretrain``, ``warmup`` and ``train@variant``: the three SFT runs of the study.
+
+pretrain: a fresh tiny Llama learns the problem's synthetic corpus (language
+modelling) — skipped when ``model.base_model`` names a pretrained checkpoint.
+warmup: CE SFT on the training prompts, the shared start of every variant.
+train@variant: the variant's objective from the warm-up checkpoint.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Sequence
+
+from transformers import TrainerCallback
+
+from aligntrain.config import OptimConfig, Params
+from aligntrain.io import fingerprint
+from aligntrain.models import build_char_tokenizer, build_tiny_llama, load_model_and_tokenizer
+from aligntrain.models import save_model_and_tokenizer
+from aligntrain.paths import StudyPaths
+from aligntrain.training.sft import train_sft
+from aligntrain.training.strategies import CrossEntropy, ObjectiveOptions
+
+
+def _checkpoint_dir(paths: StudyPaths, stage: str, *config) -> str:
+    # Keyed by the config, so a re-run after a parameter change never resumes a stale run.
+    return str(paths.checkpoints(f"{stage}-{fingerprint([c.model_dump() if hasattr(c, 'model_dump') else c for c in config])}"))
+
+
+def _fit(
+    stage: str,
+    params: Params,
+    paths: StudyPaths,
+    model,
+    tokenizer,
+    rows: Sequence[dict],
+    optim: OptimConfig,
+    *,
+    objective: ObjectiveOptions,
+    eval_rows: Sequence[dict] | None,
+    callbacks: Sequence[TrainerCallback],
+    init_fingerprint: str,
+) -> dict[str, float]:
+    start = time.perf_counter()
+    metrics = train_sft(
+        model,
+        tokenizer,
+        rows,
+        optim,
+        _checkpoint_dir(paths, stage, optim, objective, params.model, params.problem, params.study.seed, init_fingerprint),
+        objective=objective,
+        eval_rows=eval_rows,
+        max_length=params.model.max_length,
+        seed=params.study.seed,
+        callbacks=callbacks,
+    )
+    metrics["wall_seconds"] = time.perf_counter() - start
+    return metrics
+
+
+def pretrain(
+    params: Params, paths: StudyPaths, corpus: Sequence[str], splits: dict[str, Sequence[dict]],
+    callbacks: Sequence[TrainerCallback] = (),
+) -> dict[str, float]:
+    """Build the tokenizer and tiny Llama, train on the corpus, save to ``models/base``."""
+    if params.model.base_model:
+        model, tokenizer = load_model_and_tokenizer(params.model.base_model)
+        save_model_and_tokenizer(model, tokenizer, paths.base_model)
+        return {"pretrain_skipped": 1.0}
+    texts = list(corpus) + [r[f] for rows in splits.values() for r in rows for f in ("prompt", "completion")]
+    tokenizer = build_char_tokenizer(texts)
+    m = params.model
+    model = build_tiny_llama(
+        tokenizer,
+        hidden_size=m.hidden_size,
+        num_layers=m.num_layers,
+        num_heads=m.num_heads,
+        intermediate_size=m.intermediate_size,
+        max_length=m.max_length,
+        seed=params.study.seed,
+    )
+    metrics = _fit(
+        "pretrain", params, paths, model, tokenizer, [{"text": t} for t in corpus], params.pretrain,
+        objective=CrossEntropy(), eval_rows=None, callbacks=callbacks, init_fingerprint="scratch",
+    )
+    metrics["parameters"] = float(sum(p.numel() for p in model.parameters()))
+    save_model_and_tokenizer(model, tokenizer, paths.base_model)
+    return metrics
+
+
+def warmup(
+    params: Params, paths: StudyPaths, train_rows: Sequence[dict], val_rows: Sequence[dict],
+    callbacks: Sequence[TrainerCallback] = (),
+) -> dict[str, float]:
+    """CE SFT from ``models/base`` on the training prompts; saves ``models/warmup``."""
+    model, tokenizer = load_model_and_tokenizer(paths.base_model)
+    metrics = _fit(
+        "warmup", params, paths, model, tokenizer, train_rows, params.warmup,
+        objective=CrossEntropy(), eval_rows=val_rows, callbacks=callbacks,
+        init_fingerprint=_model_fingerprint(paths.base_model),
+    )
+    save_model_and_tokenizer(model, tokenizer, paths.warmup_model)
+    return metrics
+
+
+def train_variant(
+    params: Params, paths: StudyPaths, variant: str, train_rows: Sequence[dict], val_rows: Sequence[dict],
+    callbacks: Sequence[TrainerCallback] = (),
+) -> dict[str, float]:
+    """The variant's objective from ``models/warmup``; saves ``models/variants/<variant>``."""
+    objective = params.variant(variant).options
+    out = paths.variant_model(variant)
+    if objective.kind == "none":
+        shutil.rmtree(out, ignore_errors=True)
+        model, tokenizer = load_model_and_tokenizer(paths.warmup_model)
+        save_model_and_tokenizer(model, tokenizer, out)
+        return {"train_steps": 0.0}
+    model, tokenizer = load_model_and_tokenizer(paths.warmup_model)
+    metrics = _fit(
+        f"train-{variant}", params, paths, model, tokenizer, train_rows, params.train,
+        objective=objective, eval_rows=val_rows, callbacks=callbacks,
+        init_fingerprint=_model_fingerprint(paths.warmup_model),
+    )
+    save_model_and_tokenizer(model, tokenizer, out)
+    return metrics
+
+
+def _model_fingerprint(path) -> str:
+    """Hash of a saved model's weights file(s), so checkpoints follow their starting point."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for f in sorted(path.glob("*.safetensors")):
+        digest.update(f.read_bytes())
+    return digest.hexdigest()[:12]

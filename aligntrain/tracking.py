@@ -1,0 +1,157 @@
+"""MLflow tracking: the one module of aligntrain that imports mlflow.
+
+Layout in the MLflow UI: experiment ``study.experiment``; one *parent* run per
+study (tag ``aligntrain.role=study``) and one *child* run per stage and variant
+(``train@pass_at_n``), tagged with the git commit, stage, variant and study, so
+the compare view lines variants up.
+
+The parent run is, in order: the run named by ``ALIGNTRAIN_PARENT_RUN_ID``
+(set by ``make study`` and the ``study`` flow for one fresh parent per
+reproduction), else the newest parent of this study, else a new one.
+The store is ``MLFLOW_TRACKING_URI`` or ``sqlite:///mlflow.db`` in the study
+directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import subprocess
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+PARENT_ENV = "ALIGNTRAIN_PARENT_RUN_ID"
+
+
+def tracking_uri(root: Path = Path(".")) -> str:
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{(root / 'mlflow.db').resolve()}"
+
+
+def _mlflow(experiment: str, root: Path):
+    import logging
+
+    import mlflow
+
+    # Alembic's migration chatter on a fresh store is noise in stage logs.
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    mlflow.set_tracking_uri(tracking_uri(root))
+    mlflow.set_experiment(experiment)
+    return mlflow
+
+
+def git_commit(root: Path = Path(".")) -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10, check=True
+        )
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def start_study_run(study: str, experiment: str, root: Path = Path(".")) -> str:
+    """Create a fresh parent run for a study and return its id."""
+    mlflow = _mlflow(experiment, root)
+    client = mlflow.MlflowClient()
+    exp = mlflow.get_experiment_by_name(experiment)
+    run = client.create_run(
+        exp.experiment_id,
+        run_name=f"study:{study}",
+        tags={"aligntrain.role": "study", "aligntrain.study": study, "aligntrain.git_commit": git_commit(root)},
+    )
+    return run.info.run_id
+
+
+def _parent_run_id(mlflow, study: str, experiment: str, root: Path) -> str:
+    if os.environ.get(PARENT_ENV):
+        return os.environ[PARENT_ENV]
+    found = mlflow.search_runs(
+        experiment_names=[experiment],
+        filter_string=f"tags.`aligntrain.role` = 'study' and tags.`aligntrain.study` = '{study}'",
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+        output_format="list",
+    )
+    return found[0].info.run_id if found else start_study_run(study, experiment, root)
+
+
+def flatten(payload: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in payload.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flatten(value, f"{name}."))
+        else:
+            out[name] = value
+    return out
+
+
+def _numeric(metrics: Mapping[str, Any]) -> dict[str, float]:
+    out = {}
+    for key, value in flatten(metrics).items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            continue
+        out[key.replace("@", "_at_")] = float(value)  # MLflow keys: alphanumerics, _ - . / and space
+    return out
+
+
+class StageRun:
+    """Handle of an active child run: what stages log through."""
+
+    def __init__(self, mlflow, run_id: str):
+        self._mlflow = mlflow
+        self.run_id = run_id
+
+    def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+        numeric = _numeric(metrics)
+        if numeric:
+            self._mlflow.log_metrics(numeric, step=step)
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        if Path(path).exists():
+            self._mlflow.log_artifact(str(path), artifact_path=artifact_path)
+
+    def trainer_callback(self) -> TrainerCallback:
+        """Per-step training metrics (loss, lr, strategy weight, ...) into this run."""
+        return _MlflowStepCallback(self)
+
+
+class _MlflowStepCallback(TrainerCallback):
+    def __init__(self, run: StageRun):
+        self.run = run
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs and state.is_world_process_zero:
+            self.run.log_metrics(logs, step=state.global_step)
+
+
+@contextlib.contextmanager
+def stage_run(
+    *,
+    study: str,
+    experiment: str,
+    stage: str,
+    variant: str | None,
+    params: Mapping[str, Any],
+    root: Path = Path("."),
+) -> Iterator[StageRun]:
+    """A child run of the study's parent run for one stage (and variant)."""
+    mlflow = _mlflow(experiment, root)
+    parent = _parent_run_id(mlflow, study, experiment, root)
+    name = f"{stage}@{variant}" if variant else stage
+    tags = {
+        "aligntrain.role": "stage",
+        "aligntrain.stage": stage,
+        "aligntrain.variant": variant or "",
+        "aligntrain.study": study,
+        "aligntrain.git_commit": git_commit(root),
+    }
+    with mlflow.start_run(run_name=name, parent_run_id=parent, tags=tags) as run:
+        flat = {k: str(v)[:500] for k, v in flatten(params).items()}
+        if flat:
+            mlflow.log_params(flat)
+        yield StageRun(mlflow, run.info.run_id)

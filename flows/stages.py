@@ -1,0 +1,128 @@
+"""Prefect flows: one per DVC stage, plus ``study`` that runs the whole DAG in one process.
+
+Each flow loads and validates params.yaml, opens its MLflow child run, and
+composes the tasks of ``tasks/``. They run with no Prefect server configured
+(ephemeral mode) or against ``PREFECT_API_URL``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from prefect import flow
+
+import tasks
+from aligntrain import tracking
+from aligntrain.config import Params, load_params
+from aligntrain.paths import StudyPaths
+
+
+def _context(params_file: str, root: str) -> tuple[Params, StudyPaths, Path]:
+    return load_params(Path(root) / params_file), StudyPaths(Path(root)), Path(root)
+
+
+def _run(params: Params, root: Path, stage: str, variant: str | None, logged: dict):
+    return tracking.stage_run(
+        study=params.study.name,
+        experiment=params.study.experiment,
+        stage=stage,
+        variant=variant,
+        params=logged,
+        root=root,
+    )
+
+
+@flow(name="prepare")
+def prepare_flow(params_file: str = "params.yaml", root: str = ".") -> dict:
+    params, paths, root_ = _context(params_file, root)
+    with _run(params, root_, "prepare", None, {"problem": params.problem.model_dump(), "seed": params.study.seed}) as run:
+        splits = tasks.generate_rows(params)
+        tasks.validate_rows(params, splits)
+        corpus = tasks.pretrain_corpus(params)
+        counts = tasks.write_prepared(paths, splits, corpus)
+        run.log_metrics(counts)
+    return counts
+
+
+@flow(name="pretrain")
+def pretrain_flow(params_file: str = "params.yaml", root: str = ".") -> dict:
+    params, paths, root_ = _context(params_file, root)
+    logged = {"model": params.model.model_dump(), "pretrain": params.pretrain.model_dump()}
+    with _run(params, root_, "pretrain", None, logged) as run:
+        import pandas as pd
+
+        corpus = pd.read_parquet(paths.pretrain_corpus)["text"].tolist()
+        splits = {s: tasks.read_split(paths, s) for s in ("train", "validation", "test")}
+        metrics = tasks.pretrain(params, paths, corpus, splits, callbacks=[run.trainer_callback()])
+        run.log_metrics(metrics)
+    return metrics
+
+
+@flow(name="warmup")
+def warmup_flow(params_file: str = "params.yaml", root: str = ".") -> dict:
+    params, paths, root_ = _context(params_file, root)
+    with _run(params, root_, "warmup", None, {"warmup": params.warmup.model_dump()}) as run:
+        train_rows, val_rows = tasks.read_split(paths, "train"), tasks.read_split(paths, "validation")
+        metrics = tasks.warmup(params, paths, train_rows, val_rows, callbacks=[run.trainer_callback()])
+        run.log_metrics(metrics)
+    return metrics
+
+
+@flow(name="train")
+def train_flow(variant: str, params_file: str = "params.yaml", root: str = ".") -> dict:
+    params, paths, root_ = _context(params_file, root)
+    logged = {"variant": params.variant(variant).model_dump(), "train": params.train.model_dump()}
+    with _run(params, root_, "train", variant, logged) as run:
+        train_rows, val_rows = tasks.read_split(paths, "train"), tasks.read_split(paths, "validation")
+        metrics = tasks.train_variant(params, paths, variant, train_rows, val_rows, callbacks=[run.trainer_callback()])
+        run.log_metrics(metrics)
+    return metrics
+
+
+@flow(name="rollouts")
+def rollouts_flow(variant: str, params_file: str = "params.yaml", root: str = ".") -> dict:
+    params, paths, root_ = _context(params_file, root)
+    logged = {"variant": params.variant(variant).model_dump(), "rollouts": params.rollouts.model_dump()}
+    with _run(params, root_, "rollouts", variant, logged) as run:
+        metrics = tasks.generate_pool(params, paths, variant, tasks.read_split(paths, "test"))
+        run.log_metrics(metrics)
+    return metrics
+
+
+@flow(name="evaluate")
+def evaluate_flow(variant: str, params_file: str = "params.yaml", root: str = ".") -> dict:
+    params, paths, root_ = _context(params_file, root)
+    logged = {"variant": params.variant(variant).model_dump(), "evaluate": params.evaluate.model_dump()}
+    with _run(params, root_, "evaluate", variant, logged) as run:
+        summary = tasks.evaluate_pool(params, paths, variant, tasks.read_split(paths, "test"))
+        run.log_metrics(summary)
+        run.log_artifact(paths.metrics(variant))
+        run.log_artifact(paths.curve(variant))
+    return summary
+
+
+@flow(name="compare")
+def compare_flow(params_file: str = "params.yaml", root: str = ".") -> dict:
+    params, paths, root_ = _context(params_file, root)
+    with _run(params, root_, "compare", None, {"compare": params.compare.model_dump()}) as run:
+        summary = tasks.compare_variants(params, paths)
+        run.log_metrics(summary)
+        for name in ("compare.md", "compare.csv", "scaling.png"):
+            run.log_artifact(paths.reports / name, artifact_path="reports")
+    return summary
+
+
+@flow(name="study")
+def study_flow(params_file: str = "params.yaml", root: str = ".") -> dict:
+    """The whole DAG in one process, under one fresh MLflow parent run (no DVC caching)."""
+    params, _, root_ = _context(params_file, root)
+    os.environ[tracking.PARENT_ENV] = tracking.start_study_run(params.study.name, params.study.experiment, root_)
+    prepare_flow(params_file, root)
+    pretrain_flow(params_file, root)
+    warmup_flow(params_file, root)
+    for variant in params.variants:
+        train_flow(variant, params_file, root)
+        rollouts_flow(variant, params_file, root)
+        evaluate_flow(variant, params_file, root)
+    return compare_flow(params_file, root)

@@ -1,0 +1,75 @@
+"""params.yaml validation: bad input stops with a message naming the key."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from aligntrain.config import ParamsError, load_params, parse_params
+
+ROOT = Path(__file__).resolve().parents[1]
+RAW = yaml.safe_load((ROOT / "params.yaml").read_text())
+
+
+def _broken(edit) -> dict:
+    raw = copy.deepcopy(RAW)
+    edit(raw)
+    return raw
+
+
+def test_default_and_smoke_profiles_are_valid():
+    params = load_params(ROOT / "params.yaml")
+    assert params.variants["pass_at_n"].options.n >= 1
+    load_params(ROOT / "profiles" / "smoke.yaml")
+
+
+@pytest.mark.parametrize(
+    ("edit", "key"),
+    [
+        (lambda r: r["variants"]["pass_at_n"].update(objective="no_such_loss"), "variants.pass_at_n"),
+        (lambda r: r["variants"]["pass_at_n"].update(n=0), "variants.pass_at_n.n"),
+        (lambda r: r["train"].update(learning_rate=0.0), "train.learning_rate"),
+        (lambda r: r["warmup"].update(learning_rate=-1e-3), "warmup.learning_rate"),
+        (lambda r: r.pop("train"), "train"),
+        (lambda r: r["variants"]["ce"].update(n=4), "variants.ce"),  # CE takes no options
+        (lambda r: r["rollouts"].update(top_p=1.5), "rollouts.top_p"),
+        (lambda r: r["compare"].update(baseline="nope"), "compare.baseline"),
+        (lambda r: r["model"].update(hidden_size=130), "hidden_size"),
+        (lambda r: r["problem"].update(typo_key=1), "problem.typo_key"),
+    ],
+)
+def test_invalid_parameters_name_the_key(edit, key):
+    with pytest.raises(ParamsError) as err:
+        parse_params(_broken(edit))
+    assert key in str(err.value)
+
+
+def test_unknown_objective_lists_the_known_ones():
+    with pytest.raises(ParamsError, match=r"known: \[.*'pass_at_n'"):
+        parse_params(_broken(lambda r: r["variants"]["ce"].update(objective="cee")))
+
+
+def test_cli_stops_before_any_work(tmp_path):
+    """The stage command exits 2 with the key in its message, and writes nothing."""
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(_broken(lambda r: r["variants"]["pass_at_n"].update(n=-3))))
+    out = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "train", "--variant", "pass_at_n", "--root", str(tmp_path)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )
+    assert out.returncode == 2
+    assert "variants.pass_at_n.n" in out.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]
+
+
+def test_unknown_variant_on_the_command_line(tmp_path):
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(RAW))
+    out = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "rollouts", "--variant", "nope", "--root", str(tmp_path)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )
+    assert out.returncode == 2 and "unknown variant 'nope'" in out.stderr

@@ -1,0 +1,82 @@
+"""Curves and comparisons of pools, against hand-computed values."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from aligntrain.evaluation.compare import comparison_table, markdown_table, plot_scaling
+from aligntrain.evaluation.curves import budgets, curve_table, per_prompt_scores, summarize
+
+
+def _pool(prompt_answers: dict[str, list], gold: dict[str, str], levels: dict[str, int]) -> pd.DataFrame:
+    rows = []
+    for pid, answers in prompt_answers.items():
+        for i, a in enumerate(answers):
+            rows.append({"prompt_id": pid, "level": levels[pid], "sample_index": i, "answer_class": a,
+                         "correct": a == gold[pid]})
+    return pd.DataFrame(rows)
+
+
+def test_budgets():
+    assert budgets(64) == [1, 2, 4, 8, 16, 32, 64]
+    assert budgets(1) == [1]
+    assert budgets(12) == [1, 2, 4, 8, 12]
+
+
+def test_per_prompt_scores_by_hand():
+    gold = {"a": "1", "b": "2"}
+    pool = _pool({"a": ["1", "3", "3", None], "b": ["2", "2", "2", "2"]}, gold, {"a": 1, "b": 2})
+    table = per_prompt_scores(pool, gold).set_index("prompt_id")
+    # prompt a: 1 correct of 4. pass@2 = 1 - C(3,2)/C(4,2) = 1/2.
+    assert table.loc["a", "pass@1"] == pytest.approx(0.25)
+    assert table.loc["a", "pass@2"] == pytest.approx(0.5)
+    assert table.loc["a", "pass@4"] == pytest.approx(1.0)
+    # maj@2 over the 6 pairs: {1,3}x2 tie 1/2 each, {1,None} wins, {3,3} loses, {3,None}x2 lose -> 2/6
+    assert table.loc["a", "maj@2"] == pytest.approx(2 / 6)
+    # maj@4: 3 has two votes vs one -> loses
+    assert table.loc["a", "maj@4"] == pytest.approx(0.0)
+    assert table.loc["b"].filter(like="@").eq(1.0).all()
+
+    summary = summarize(table.reset_index())
+    assert summary["overall"]["pass@1"] == pytest.approx((0.25 + 1) / 2)
+    se = np.std([0.25, 1.0], ddof=1) / math.sqrt(2)
+    assert summary["overall"]["pass@1_se"] == pytest.approx(se, abs=1e-6)
+    assert summary["by_level"]["level1"]["pass@1"] == pytest.approx(0.25)
+    curve = curve_table(table.reset_index())
+    assert list(curve.k) == [1, 2, 4]
+    assert curve.loc[curve.k == 2, "pass_at_k"].item() == pytest.approx(0.75)
+
+
+def test_unequal_pools_are_rejected():
+    gold = {"a": "1", "b": "2"}
+    pool = _pool({"a": ["1", "3"], "b": ["2"]}, gold, {"a": 1, "b": 1})
+    with pytest.raises(ValueError, match="different sample counts"):
+        per_prompt_scores(pool, gold)
+
+
+def test_comparison_against_baseline(tmp_path):
+    ids = [f"p{i}" for i in range(40)]
+    base = pd.DataFrame({"prompt_id": ids, "level": 1, "pass@1": 0.5, "pass@2": 0.6})
+    better = base.copy()
+    better["pass@2"] = 0.7  # +0.1 on every prompt: a zero-width interval at +0.1
+    table = comparison_table({"base": base, "new": better}, "base", n_resamples=200, confidence=0.95, seed=0)
+    row = table[(table.variant == "new") & (table.k == 2)].iloc[0]
+    assert row["delta"] == pytest.approx(0.1) and row["delta_low"] == pytest.approx(0.1)
+    assert (row["wins"], row["ties"], row["losses"]) == (40, 0, 0)
+    tie = table[(table.variant == "new") & (table.k == 1)].iloc[0]
+    assert tie["ties"] == 40 and tie["delta"] == 0
+    md = markdown_table(table, "pass", "base")
+    assert "| new |" in md and "Δ +0.100" in md
+    plot_scaling(table, tmp_path / "s.png", "t")
+    assert (tmp_path / "s.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_comparison_rejects_different_prompts():
+    a = pd.DataFrame({"prompt_id": ["x"], "level": 1, "pass@1": 1.0})
+    b = pd.DataFrame({"prompt_id": ["y"], "level": 1, "pass@1": 1.0})
+    with pytest.raises(ValueError, match="different prompts"):
+        comparison_table({"a": a, "b": b}, "a", n_resamples=10, confidence=0.9, seed=0)

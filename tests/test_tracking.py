@@ -1,0 +1,51 @@
+"""MLflow layout on a real temporary SQLite store: one parent per study, a child per stage."""
+
+from __future__ import annotations
+
+import mlflow
+import pytest
+
+from aligntrain import tracking
+
+
+@pytest.fixture()
+def store(tmp_path, monkeypatch):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.delenv(tracking.PARENT_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    return uri
+
+
+def _runs(filter_string=""):
+    return mlflow.search_runs(experiment_names=["exp"], filter_string=filter_string, output_format="list")
+
+
+def test_children_share_the_study_parent(store, tmp_path):
+    for stage, variant in [("train", "ce"), ("train", "pass_at_n")]:
+        with tracking.stage_run(study="s", experiment="exp", stage=stage, variant=variant,
+                                params={"train": {"steps": 3}}, root=tmp_path) as run:
+            run.log_metrics({"loss": 1.5, "eval": {"pass@1": 0.25}, "skip": float("nan"), "flag": True}, step=2)
+    parents = _runs("tags.`aligntrain.role` = 'study'")
+    children = _runs("tags.`aligntrain.role` = 'stage'")
+    assert len(parents) == 1 and len(children) == 2
+    parent_id = parents[0].info.run_id
+    assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parent_id}
+    child = next(c for c in children if c.info.run_name == "train@pass_at_n")
+    assert child.data.params["train.steps"] == "3"
+    assert child.data.metrics == {"loss": 1.5, "eval.pass_at_1": 0.25}
+    assert child.data.tags["aligntrain.variant"] == "pass_at_n"
+    assert "aligntrain.git_commit" in child.data.tags
+    history = mlflow.MlflowClient().get_metric_history(child.info.run_id, "loss")
+    assert [(m.step, m.value) for m in history] == [(2, 1.5)]
+
+
+def test_explicit_parent_from_environment(store, tmp_path, monkeypatch):
+    first = tracking.start_study_run("s", "exp", tmp_path)
+    second = tracking.start_study_run("s", "exp", tmp_path)
+    monkeypatch.setenv(tracking.PARENT_ENV, first)
+    with tracking.stage_run(study="s", experiment="exp", stage="compare", variant=None, params={}, root=tmp_path):
+        pass
+    (child,) = _runs("tags.`aligntrain.role` = 'stage'")
+    assert child.data.tags["mlflow.parentRunId"] == first != second
+    assert child.info.run_name == "compare"
