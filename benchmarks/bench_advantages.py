@@ -6,9 +6,9 @@ G = 512 prompts × n = 64 rollouts. Binary rewards (P(correct) drawn per prompt
 from U(0, 1)) with answer classes as Python lists (correct → "42", wrong → one
 of five wrong answers or None) for the binary and majority rules; standard
 Gaussian rewards for the continuous ones. The history rules start from a full
-4000-item RewardHistory. Each row is the median wall time of one
+4000-item RewardHistory. Each row is the median wall and CPU time of one
 ``compute_advantages`` call over the repeats (after one warm-up call), and its
-ratio to ``grpo`` measured in the same run. Answer lists are re-encoded on every
+CPU-time ratio to ``grpo`` measured in the same run. Answer lists are re-encoded on every
 call, as in training. torch runs on one thread by default (``--threads``): on a
 small, shared CPU, a second intra-op thread only adds scheduling stalls to these
 sub-millisecond kernels.
@@ -97,14 +97,17 @@ def cases(batch: dict[str, object], seed: int) -> dict[str, Callable[[], torch.T
     return table
 
 
-def median_milliseconds(call: Callable[[], torch.Tensor], repeats: int) -> float:
+def median_milliseconds(call: Callable[[], torch.Tensor], repeats: int) -> tuple[float, float]:
+    """(wall, CPU) medians in ms. CPU is the calling thread's time: with one torch thread
+    it holds all the work and is not inflated when other jobs preempt the process."""
     call()  # warm-up: caches (PKPO coefficients, TEA constants), allocator
-    times = []
+    wall, cpu = [], []
     for _ in range(repeats):
-        start = time.perf_counter()
+        wall_start, cpu_start = time.perf_counter(), time.thread_time()
         call()
-        times.append(time.perf_counter() - start)
-    return 1000.0 * float(np.median(times))
+        cpu.append(time.thread_time() - cpu_start)
+        wall.append(time.perf_counter() - wall_start)
+    return 1000.0 * float(np.median(wall)), 1000.0 * float(np.median(cpu))
 
 
 def main() -> None:
@@ -117,16 +120,18 @@ def main() -> None:
 
     table = cases(make_batch(args.seed), args.seed)
     timings = {name: median_milliseconds(call, args.repeats) for name, call in table.items()}
-    baseline = timings["grpo"]
+    base_wall, base_cpu = timings["grpo"]
     print(
         f"G × n = {GROUPS} × {GROUP_SIZE}, float32, median of {args.repeats}; torch {torch.__version__}, "
-        f"{torch.get_num_threads()} threads, {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}"
+        f"{torch.get_num_threads()} thread(s), {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}"
     )
     print()
-    print("| rule | median ms / call | × grpo |")
-    print("|---|---:|---:|")
-    for name, ms in timings.items():
-        print(f"| {name} | {ms:.2f} | {ms / baseline:.1f} |")
+    print("| rule | wall ms / call | CPU ms / call | × grpo (CPU) |")
+    print("|---|---:|---:|---:|")
+    for name, (wall, cpu) in timings.items():
+        print(f"| {name} | {wall:.2f} | {cpu:.2f} | {cpu / base_cpu:.1f} |")
+    print()
+    print(f"grpo: {base_wall:.3f} ms wall, {base_cpu:.3f} ms CPU")
 
 
 if __name__ == "__main__":

@@ -19,14 +19,16 @@ from aligntrain.advantages.tea import prefix_cancellation_weights
 
 ALPHA = 0.25
 N_TARGET = 128
-mpmath.mp.dps = 30
+#: working precision of the mpmath references (set per call, not globally)
+DIGITS = 30
 
 
 def mp_expected_max(n: int) -> float:
     """e_N by 30-digit quadrature in mpmath (an independent reference)."""
-    phi = lambda x: mpmath.exp(-x * x / 2) / mpmath.sqrt(2 * mpmath.pi)  # noqa: E731
-    big_phi = lambda x: mpmath.ncdf(x)  # noqa: E731
-    return float(mpmath.quad(lambda x: x * n * phi(x) * big_phi(x) ** (n - 1), [-mpmath.inf, 0, 2, 4, mpmath.inf]))
+    with mpmath.workdps(DIGITS):
+        phi = lambda x: mpmath.exp(-x * x / 2) / mpmath.sqrt(2 * mpmath.pi)  # noqa: E731
+        integrand = lambda x: x * n * phi(x) * mpmath.ncdf(x) ** (n - 1)  # noqa: E731
+        return float(mpmath.quad(integrand, [-mpmath.inf, 0, 2, 4, mpmath.inf]))
 
 
 def population_tail_gradient(alpha: float, n_target: int, positive_part: bool) -> tuple[float, float]:
@@ -34,22 +36,20 @@ def population_tail_gradient(alpha: float, n_target: int, positive_part: bool) -
 
     q = Φ^{−1}(1 − α), m = φ(q)/α, s² = 1 + q m − m², κ = (e_N − m)/s (all computed here).
     """
-    q = -mpmath.sqrt(2) * mpmath.erfinv(2 * alpha - 1)  # Φ^{−1}(1 − α)
-    density = lambda r: mpmath.exp(-r * r / 2) / mpmath.sqrt(2 * mpmath.pi)  # noqa: E731
-    m = density(q) / alpha
-    s = mpmath.sqrt(1 + q * m - m * m)
-    kappa = (mp_expected_max(n_target) - m) / s
-
-    def g(r):
-        value = (r - q) + kappa / (2 * s) * ((r - m) ** 2 - (q - m) ** 2)
-        return max(value, 0) if positive_part else value
-
-    # g⁺ has a kink where g crosses 0: split the integral there
-    cross = mpmath.findroot(lambda r: (r - q) + kappa / (2 * s) * ((r - m) ** 2 - (q - m) ** 2), q + 1)
-    pieces = [q, cross, mpmath.inf] if cross > q else [q, mpmath.inf]
-    d_mu = mpmath.quad(lambda r: g(r) * r * density(r), pieces) / alpha
-    d_log_sigma = mpmath.quad(lambda r: g(r) * (r * r - 1) * density(r), pieces) / alpha
-    return float(d_mu), float(d_log_sigma)
+    with mpmath.workdps(DIGITS):
+        q = -mpmath.sqrt(2) * mpmath.erfinv(2 * alpha - 1)  # Φ^{−1}(1 − α)
+        density = lambda r: mpmath.exp(-r * r / 2) / mpmath.sqrt(2 * mpmath.pi)  # noqa: E731
+        m = density(q) / alpha
+        s = mpmath.sqrt(1 + q * m - m * m)
+        kappa = (mp_expected_max(n_target) - m) / s
+        raw = lambda r: (r - q) + kappa / (2 * s) * ((r - m) ** 2 - (q - m) ** 2)  # noqa: E731
+        g = (lambda r: max(raw(r), 0)) if positive_part else raw
+        # g⁺ has a kink where g crosses 0: split the integral there
+        cross = mpmath.findroot(raw, q + 1)
+        pieces = [q, cross, mpmath.inf] if cross > q else [q, mpmath.inf]
+        d_mu = mpmath.quad(lambda r: g(r) * r * density(r), pieces) / alpha
+        d_log_sigma = mpmath.quad(lambda r: g(r) * (r * r - 1) * density(r), pieces) / alpha
+        return float(d_mu), float(d_log_sigma)
 
 
 # --------------------------------------------------------------------------- constants
@@ -176,12 +176,13 @@ def test_raw_tea_converges_to_the_surrogate_gradient():
 
 
 def test_raw_prefix_tea_has_lower_bias_than_raw_tea_at_n_64():
+    """Relative bias ‖E − ∇‖/‖∇‖: about 18% for TEA, 5–7% for Prefix-TEA (32, 64) (FORMULAS §3)."""
     tea_mean, _ = monte_carlo("tea", 64, GROUPS[64], **RAW)
     prefix_mean, _ = monte_carlo("prefix_tea", 64, GROUPS[64], prefixes=(32, 64), **RAW)
-    tea_error = ((tea_mean - truth()) / truth()).abs()
-    prefix_error = ((prefix_mean - truth()) / truth()).abs()
-    assert (prefix_error < tea_error / 2).all(), (tea_error, prefix_error)
-    assert (prefix_error < 0.08).all(), prefix_error
+    tea_bias = ((tea_mean - truth()).norm() / truth().norm()).item()
+    prefix_bias = ((prefix_mean - truth()).norm() / truth().norm()).item()
+    assert tea_bias > 0.15, tea_bias
+    assert prefix_bias < tea_bias / 2, (tea_bias, prefix_bias)
 
 
 def test_raw_prefix_tea_pays_with_variance():

@@ -17,7 +17,7 @@ GRPO_Z_EPS = 1e-4
 
 def constant_groups(rewards: Tensor) -> Tensor:
     """(G, 1) bool: groups whose rewards are all equal (they carry no signal)."""
-    return (rewards.amax(dim=1, keepdim=True) == rewards.amin(dim=1, keepdim=True))
+    return rewards.amax(dim=1, keepdim=True) == rewards.amin(dim=1, keepdim=True)
 
 
 def centered(rewards: Tensor) -> Tensor:
