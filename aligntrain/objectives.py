@@ -92,9 +92,19 @@ def _check_budget(n: object) -> int:
     return _check_int(n, "n", minimum=1)
 
 
+def _check_real(value: object, name: str) -> float:
+    """A real number, not NaN (inf allowed)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, Fraction)):
+        raise ValueError(f"{name} must be a real number, got {value!r}")
+    number = float(value)
+    if math.isnan(number):
+        raise ValueError(f"{name} must not be NaN")
+    return number
+
+
 def _check_positive_float(value: object, name: str) -> float:
-    number = float(value)  # type: ignore[arg-type]
-    if math.isnan(number) or number <= 0:
+    number = _check_real(value, name)
+    if number <= 0:
         raise ValueError(f"{name} must be > 0, got {value!r}")
     return number
 
@@ -306,11 +316,9 @@ def consensus_threshold(n: int, fraction: float) -> int:
     the 4 that binary floating point gives. 000 I.4: ρ = 0.4, N = 64 → 26 votes.
     """
     n = _check_budget(n)
-    if isinstance(fraction, bool) or not isinstance(fraction, (int, float, Fraction)):
-        raise ValueError(f"fraction must be a real number in (0, 1], got {fraction!r}")
-    rho = Fraction(repr(float(fraction))) if isinstance(fraction, float) else Fraction(fraction)
-    if math.isnan(float(fraction)) or not 0 < rho <= 1:
+    if not 0 < _check_real(fraction, "fraction") <= 1:
         raise ValueError(f"fraction must lie in (0, 1], got {fraction!r}")
+    rho = Fraction(repr(fraction)) if isinstance(fraction, float) else Fraction(fraction)
     return min(n, max(1, math.ceil(rho * n)))
 
 
@@ -343,12 +351,12 @@ def _log_one_minus_lower_tail(logp: Tensor, log_q: Tensor, n: int, k: Tensor) ->
 def majority_loss(logp: Tensor, n: int, k: int) -> Tensor:
     """Majority-vote loss −log B(p), B(p) = P[Binomial(N, p) ≥ k] (000 eq. 15); d loss/dℓ = −w(p).
 
-    Below the mode threshold p < k/(N+1): log B = kℓ + log Σ_{j≥k} C(N,j)p^{j−k}q^{N−j}
-    (finite for ℓ = −1e4, gradient → −k). Above: log B = log(1 − P[Bin < k]).
-    [paper code, FORMULAS §2.] At ℓ = 0 the loss is 0 with gradient −w(1)
-    (−N for k = N, else 0). Each branch runs on a safe input where it is not
-    selected: the lower-tail sum is finite at any finite ℓ < 0, and at the
-    threshold itself P[Bin < k] is about 1/2, safely below 1.
+    Each side of p* = k/(N+1) sums the smaller tail [paper code, FORMULAS §2].
+    Below p*: log B = kℓ + log Σ_{j≥k} C(N,j)p^{j−k}q^{N−j} (finite for ℓ = −1e4,
+    gradient → −k). From p* up: log B = log(1 − P[Bin < k]). At ℓ = 0 the loss
+    is 0 with gradient −w(1) (−N for k = N, else 0). Each branch runs on a safe
+    input where it is not selected: the factored sum is finite at any finite
+    ℓ < 0, and at p* itself P[Bin < k] is about 1/2, safely below 1.
     """
     n = _check_budget(n)
     if isinstance(k, Tensor):
@@ -422,8 +430,8 @@ def dco_keep_mask(weights: Tensor, eps: float = 0.01) -> Tensor:
     if not isinstance(weights, Tensor):
         raise ValueError("weights must be a tensor")
     _check_no_nan(weights, "weights")
-    eps = float(eps)
-    if math.isnan(eps) or eps < 0:
+    eps = _check_real(eps, "eps")
+    if eps < 0:
         raise ValueError(f"eps must be >= 0, got {eps!r}")
     return weights >= eps
 
@@ -443,8 +451,30 @@ def variance_inflation(weight: Tensor) -> Tensor:
 # Contrastive margin (000 App. A.7.2–A.7.3)
 
 
+def _sample_rivals_at(
+    logits: Tensor, positions: tuple[Tensor, ...], gold: Tensor, num_rivals: int, generator: torch.Generator | None
+) -> Tensor:
+    """Rivals at the given positions of logits (..., V): positions index the leading dims (as from
+    ``nonzero(as_tuple=True)``), gold holds the gold token at each → (len(gold), K).
+
+    Only ``_RIVAL_SAMPLING_ROWS`` rows are gathered (as float32 or wider) at a
+    time, and logits is never reshaped (a reshape of a sliced, non-contiguous
+    logits tensor would copy all of it).
+    """
+    sampling_dtype = _result_dtype(logits.dtype)
+    chunks = []
+    with torch.no_grad():
+        for start in range(0, gold.numel(), _RIVAL_SAMPLING_ROWS):
+            chunk = slice(start, start + _RIVAL_SAMPLING_ROWS)
+            chunk_logits = logits.detach()[tuple(index[chunk] for index in positions)].to(sampling_dtype)
+            masked = chunk_logits.scatter(-1, gold[chunk, None], -math.inf)
+            probs = torch.softmax(masked, dim=-1)
+            chunks.append(torch.multinomial(probs, num_rivals, replacement=True, generator=generator))
+    return torch.cat(chunks) if chunks else gold.new_empty((0, num_rivals))
+
+
 def sample_rivals(
-    logits: Tensor, gold: Tensor, num_rivals: int, generator: torch.Generator | None = None
+    logits: Tensor, gold: Tensor, num_rivals: int = 4, generator: torch.Generator | None = None
 ) -> Tensor:
     """Draw ``num_rivals`` rival tokens per position from softmax(logits) with the gold token masked.
 
@@ -455,21 +485,12 @@ def sample_rivals(
     rows to bound memory.
     """
     num_rivals = _check_int(num_rivals, "num_rivals", minimum=1)
-    vocab = logits.shape[-1]
-    if vocab < 2:
-        raise ValueError(f"logits must have a vocabulary of at least 2 tokens, got {vocab}")
-    flat_logits = logits.detach().reshape(-1, vocab)
-    flat_gold = gold.reshape(-1)
-    sampling_dtype = _result_dtype(logits.dtype)
-    chunks = []
-    with torch.no_grad():
-        for logit_rows, gold_rows in zip(
-            flat_logits.split(_RIVAL_SAMPLING_ROWS), flat_gold.split(_RIVAL_SAMPLING_ROWS), strict=True
-        ):
-            masked = logit_rows.to(sampling_dtype).scatter(-1, gold_rows[:, None], -math.inf)
-            probs = torch.softmax(masked, dim=-1)
-            chunks.append(torch.multinomial(probs, num_rivals, replacement=True, generator=generator))
-    rivals = torch.cat(chunks) if chunks else flat_gold.new_empty((0, num_rivals))
+    if logits.shape[-1] < 2:
+        raise ValueError(f"logits must have a vocabulary of at least 2 tokens, got {logits.shape[-1]}")
+    if tuple(gold.shape) != tuple(logits.shape[:-1]):
+        raise ValueError(f"gold must have shape {tuple(logits.shape[:-1])}, got {tuple(gold.shape)}")
+    positions = torch.ones_like(gold, dtype=torch.bool).nonzero(as_tuple=True)
+    rivals = _sample_rivals_at(logits, positions, gold.reshape(-1), num_rivals, generator)
     return rivals.reshape(*gold.shape, num_rivals)
 
 
@@ -497,13 +518,18 @@ def contrastive_margin_loss(
     num_rivals = _check_int(num_rivals, "num_rivals", minimum=1)
     ignore_index = _check_int(ignore_index, "ignore_index", minimum=-(2**63))
     vocab = logits.shape[-1]
+    if vocab < 2:
+        raise ValueError(f"logits must have a vocabulary of at least 2 tokens, got {vocab}")
     valid = labels != ignore_index
     if bool(((labels[valid] < 0) | (labels[valid] >= vocab)).any()):
         raise ValueError(f"labels must lie in [0, {vocab}) or equal ignore_index={ignore_index}")
 
+    # Rivals are drawn for supervised positions only: ignored ones neither cost
+    # a softmax nor consume the generator.
     gold = labels.masked_fill(~valid, 0)
+    positions = valid.nonzero(as_tuple=True)
     rivals = torch.zeros(*labels.shape, num_rivals, dtype=torch.long, device=labels.device)
-    rivals[valid] = sample_rivals(logits[valid], gold[valid], num_rivals, generator)
+    rivals[positions] = _sample_rivals_at(logits, positions, gold[positions], num_rivals, generator)
     result_dtype = _result_dtype(logits.dtype)
     gold_logit = logits.gather(-1, gold[..., None]).to(result_dtype)
     rival_logit = logits.gather(-1, rivals).to(result_dtype)
@@ -518,8 +544,8 @@ def contrastive_hybrid_loss(token_ce: Tensor, margin: Tensor, mix: float = 0.5) 
     token_ce is the per-sequence token-mean cross-entropy and margin the output
     of ``contrastive_margin_loss``, both of shape (B,).
     """
-    mix = float(mix)
-    if math.isnan(mix) or not 0.0 <= mix <= 1.0:
+    mix = _check_real(mix, "mix")
+    if not 0.0 <= mix <= 1.0:
         raise ValueError(f"mix must lie in [0, 1], got {mix!r}")
     if token_ce.shape != margin.shape:
         raise ValueError(f"token_ce and margin must have the same shape, got {tuple(token_ce.shape)} and {tuple(margin.shape)}")
@@ -548,8 +574,9 @@ def empirical_success_probability(correct_counts: Tensor | int, group_size: int)
 def sequence_success_probability(logp: Tensor) -> Tensor:
     """p = exp(clamp(ℓ, −50, 0)) clamped to [1e−10, 1 − 1e−10] (000 App. J.3, eq. 96). Detached.
 
-    In float32 the ceiling 1 − 1e−10 rounds to 1.0, so p = 1 can come back; all
-    CAT weights are finite there.
+    The e^{−50} floor lies below 1e−10, so the second clamp decides; both are
+    kept as printed. In float32 the ceiling 1 − 1e−10 rounds to 1.0, so p = 1
+    can come back; every CAT weight is finite there.
     """
     if not isinstance(logp, Tensor) or not logp.is_floating_point():
         raise ValueError("logp must be a floating-point tensor")
@@ -581,6 +608,11 @@ def dynamic_majority_threshold(n: int, c_max: int | Tensor, group_size: int) -> 
     return min(n, max(2, min(strict_majority, n * counts // group_size + 1)))
 
 
+def _power_weight(log_x: Tensor, n: int) -> Tensor:
+    """N·x^{N−1} from log x (0⁰ = 1): the raw Pass@N weight at x = 1 − p, the Best-of-N weight at x = q."""
+    return n * torch.exp(_mul_log(n - 1, log_x))
+
+
 def cat_pass_at_n_rl_weight(p: Tensor, n: int, log_weighted: bool = False, clip: float = 50.0) -> Tensor:
     """CAT Pass@N RL weight, clipped at ``clip`` (000 App. B.2.1 eq. 54, B.7.1 eq. 75, J.3 eq. 98).
 
@@ -594,7 +626,7 @@ def cat_pass_at_n_rl_weight(p: Tensor, n: int, log_weighted: bool = False, clip:
     p_c = _check_probability(p_in, "p")
     with torch.no_grad():
         log_q = torch.log1p(-p_c)
-        weight = _pass_at_n_weight(log_q, n) if log_weighted else n * torch.exp(_mul_log(n - 1, log_q))
+        weight = _pass_at_n_weight(log_q, n) if log_weighted else _power_weight(log_q, n)
         return weight.clamp(max=clip).to(_result_dtype(p_in.dtype))
 
 
@@ -633,5 +665,5 @@ def cat_best_of_n_rl_weight(q: Tensor, n: int, clip: float = 50.0) -> Tensor:
     q_in = _as_tensor(q, "q")
     q_c = _check_probability(q_in, "q")
     with torch.no_grad():
-        weight = n * torch.exp(_mul_log(n - 1, torch.log(q_c)))
+        weight = _power_weight(torch.log(q_c), n)
         return weight.clamp(max=clip).to(_result_dtype(q_in.dtype))

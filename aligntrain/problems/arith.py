@@ -110,19 +110,22 @@ class ArithRow(TypedDict):
 class LevelSpec:
     """How questions of one difficulty level are drawn (see the module table)."""
 
-    n_operands: int
-    operand_range: tuple[int, int]  # inclusive; every operand not a right factor of "*"
+    operand_ranges: tuple[tuple[int, int], ...]  # inclusive range per position
     operators: str
-    factor_range: tuple[int, int]  # inclusive; the operand right of a "*"
+    factor_range: tuple[int, int]  # inclusive; replaces the range of an operand right of "*"
     max_products: int
+
+    @property
+    def n_operands(self) -> int:
+        return len(self.operand_ranges)
 
 
 LEVEL_SPECS: dict[int, LevelSpec] = {
-    1: LevelSpec(2, (0, 49), "+-", (2, 9), 0),
-    2: LevelSpec(3, (0, 9), "+-*", (2, 9), 1),
-    3: LevelSpec(3, (0, 99), "+-*", (2, 9), 1),
-    4: LevelSpec(4, (0, 99), "+-*", (2, 9), 2),
-    5: LevelSpec(5, (0, 99), "+-*", (2, 9), 2),
+    1: LevelSpec(((0, 199), (0, 9)), "+-", (2, 9), 0),
+    2: LevelSpec(((0, 9),) * 3, "+-*", (2, 9), 1),
+    3: LevelSpec(((0, 99),) * 3, "+-", (2, 9), 0),
+    4: LevelSpec(((0, 99),) * 3, "+-*", (2, 9), 1),
+    5: LevelSpec(((0, 99),) * 4, "+-*", (2, 9), 2),
 }
 LEVELS = tuple(sorted(LEVEL_SPECS))
 
@@ -138,10 +141,9 @@ def sample_question(level: int, rng: random.Random) -> str:
         operators = [rng.choice(spec.operators) for _ in range(spec.n_operands - 1)]
         if operators.count("*") <= spec.max_products:
             break
-    operands = [rng.randint(*spec.operand_range)]
-    for operator in operators:
-        operand_range = spec.factor_range if operator == "*" else spec.operand_range
-        operands.append(rng.randint(*operand_range))
+    operands = [rng.randint(*spec.operand_ranges[0])]
+    for operator, operand_range in zip(operators, spec.operand_ranges[1:]):
+        operands.append(rng.randint(*(spec.factor_range if operator == "*" else operand_range)))
     return _format_expression(operands, operators)
 
 
@@ -451,7 +453,7 @@ def _level_misfit(question: str, level: int) -> str | None:
         return f"more than {spec.max_products} '*'"
     for index, value in enumerate(operands):
         is_factor = index > 0 and operators[index - 1] == "*"
-        low, high = spec.factor_range if is_factor else spec.operand_range
+        low, high = spec.factor_range if is_factor else spec.operand_ranges[index]
         if not low <= value <= high:
             return f"operand {value} outside {low}-{high}"
     return None

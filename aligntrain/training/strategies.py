@@ -77,6 +77,6 @@ class PassAtN(ObjectiveOptions):
         return pass_at_n_loss(seq_logp, self.n)
 
     def weight(self, seq_logp):
-        from aligntrain.objectives import pass_at_n_weight
+        from aligntrain.objectives import pass_at_n_weight_from_logp
 
-        return pass_at_n_weight(seq_logp.detach().exp(), self.n)
+        return pass_at_n_weight_from_logp(seq_logp.detach(), self.n)
