@@ -19,13 +19,14 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 
 venv: $(VENV)/.installed
 
-# The default study through DVC; one fresh MLflow parent run per reproduction.
+# The default study through DVC, one fresh MLflow parent run per reproduction, and
+# one local Prefect server for all stages (unless PREFECT_API_URL names one).
 study: venv
-	ALIGNTRAIN_PARENT_RUN_ID=$$(aligntrain new-study-run) dvc repro
+	ALIGNTRAIN_PARENT_RUN_ID=$$(aligntrain new-study-run) python scripts/with_prefect_server.py -- dvc repro
 
 # The smoke profile (profiles/smoke.yaml): the same dvc.yaml, tiny sizes, in build/smoke.
 smoke: venv
-	scripts/run_profile.sh profiles/smoke.yaml build/smoke
+	python scripts/with_prefect_server.py -- scripts/run_profile.sh profiles/smoke.yaml build/smoke
 
 test: venv
 	$(BIN)/python -m pytest -q

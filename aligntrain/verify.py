@@ -67,6 +67,11 @@ class Verdict:
     answer_class: str | None
     correct: bool
 
+    @property
+    def reward(self) -> float:
+        """The binary reward: 1.0 if correct else 0.0."""
+        return 1.0 if self.correct else 0.0
+
 
 class _Unparseable(Exception):
     """The answer text is outside the whitelist grammar (or divides by zero)."""
@@ -94,7 +99,7 @@ def extract_answer(completion: str, max_chars: int = 2000) -> str | None:
     if marker_at < 0:
         return None
     answer_line = completion[marker_at + len(ANSWER_MARKER) :].partition("\n")[0]
-    answer = answer_line.strip()
+    answer = answer_line.strip(_ASCII_WHITESPACE)  # as canonical_answer: unicode spaces stay, unparseable
     return answer or None
 
 

@@ -35,9 +35,10 @@ def _validated(params_file: str, root: str, variant: str | None = None) -> None:
     except (ParamsError, ValueError) as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
-    import torch
+    if params.study.torch_threads:
+        import torch
 
-    torch.set_num_threads(max(1, min(torch.get_num_threads(), os.cpu_count() or 1)))
+        torch.set_num_threads(params.study.torch_threads)
 
 
 @app.command()

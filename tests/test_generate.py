@@ -23,8 +23,9 @@ def test_batched_logp_matches_teacher_forcing(tiny_model, arith_rows):
     out = sample_completions(model, tokenizer, prompts, 3, SamplingConfig(max_new_tokens=12), batch_size=9, seed=1, progress=False)
     assert [(c.prompt_index, c.sample_index) for c in out] == [(p, s) for p in range(3) for s in range(3)]
     for c in out:
-        ids = tokenizer(c.text, add_special_tokens=False)["input_ids"] + ([tokenizer.eos_token_id] if c.finished else [])
-        assert len(ids) == c.num_tokens
+        ids = list(c.token_ids)
+        assert len(ids) == c.num_tokens and (ids[-1] == tokenizer.eos_token_id) == c.finished
+        assert c.text == tokenizer.decode(ids, skip_special_tokens=True)
         ref = _teacher_forced_logp(model, tokenizer, prompts[c.prompt_index], ids)
         assert abs(ref - c.logp) < 1e-3 * max(1.0, abs(ref))
 

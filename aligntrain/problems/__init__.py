@@ -1,0 +1,93 @@
+"""Problem registry: every task the pipeline can train and evaluate on.
+
+A problem generates its data rows, a pretraining corpus for the tiny base model,
+and scores completions. Rows are plain dicts (they go straight into parquet and
+Hugging Face ``datasets``); every problem's rows have at least ``id`` (stable
+str), ``prompt`` (the text generation continues) and ``completion`` (the gold
+completion, for SFT). Add a problem by implementing ``Problem`` and adding one
+entry to ``PROBLEMS``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from aligntrain.problems.arith import ArithProblem
+
+
+class Grade(Protocol):
+    """One graded completion (``aligntrain.verify.Verdict`` for verifiable problems)."""
+
+    answer: str | None  # the extracted final answer text
+    answer_class: Hashable | None  # what majority vote groups by; None = unparseable
+    correct: bool
+    reward: float
+
+
+@runtime_checkable
+class Problem(Protocol):
+    """What the pipeline needs from a problem.
+
+    ``binary_rewards``: rewards are 0/1 (pass@k and majority vote apply); False
+    for continuous rewards (best-of-N / max@k). ``levels``: the difficulty
+    levels ``generate_splits`` accepts. ``stop_text``: the text that ends a
+    completion (the sampler may stop there; the tokenizer's EOS also does).
+    """
+
+    name: str
+    binary_rewards: bool
+    levels: tuple[int, ...]
+    stop_text: str
+
+    def generate_splits(
+        self, sizes: Mapping[str, int], levels: Sequence[int], seed: int
+    ) -> dict[str, list[dict[str, Any]]]:
+        """Rows per split ({"train": n, "validation": n, "test": n}), splits disjoint."""
+        ...
+
+    def pretrain_corpus(self, n: int, seed: int) -> list[str]:
+        """``n`` texts for pretraining the base model, disjoint from validation/test."""
+        ...
+
+    def reward(self, completion: str, row: Mapping[str, Any]) -> float:
+        """The completion's reward against the row (1.0/0.0 when binary)."""
+        ...
+
+    def answer_class(self, completion: str) -> Hashable | None:
+        """The class majority vote groups the completion in; None = unparseable."""
+        ...
+
+    def grade(self, completion: str, row: Mapping[str, Any]) -> Grade:
+        """Answer, answer class, correctness and reward of one completion."""
+        ...
+
+    def gold_class(self, row: Mapping[str, Any]) -> Hashable | None:
+        """The answer class of the row's gold answer (compared with ``answer_class``)."""
+        ...
+
+    def validate_row(self, row: Mapping[str, Any]) -> None:
+        """Raise ValueError naming the row's id and the bad field if malformed."""
+        ...
+
+    def save_rows(self, rows: Iterable[Mapping[str, Any]], path: str | os.PathLike[str]) -> None:
+        """Validate and write rows to parquet atomically."""
+        ...
+
+    def load_rows(self, path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+        """Read and validate rows written by ``save_rows``."""
+        ...
+
+
+PROBLEMS: dict[str, Callable[[], Problem]] = {
+    "arith": ArithProblem,
+}
+"""Problem name -> factory of the problem object."""
+
+
+def get_problem(name: str) -> Problem:
+    """The problem registered as ``name``; ValueError listing the known ones otherwise."""
+    if name not in PROBLEMS:
+        raise ValueError(f"name must be one of {sorted(PROBLEMS)}, got {name!r}")
+    return PROBLEMS[name]()

@@ -1,8 +1,8 @@
 """Procedurally generated multi-step integer arithmetic ("arith").
 
 Built for a tiny character-level model trained from scratch on CPU: texts are
-short (a whole example is at most ``MAX_EXAMPLE_CHARS`` = 120 characters at the
-hardest level; about 90 in practice) over a 21-character alphabet
+short (a whole example is at most 53 characters, under the
+``MAX_EXAMPLE_CHARS`` = 120 budget) over a 21-character alphabet
 (``ALPHABET``: digits, ``+ - * = ? # :``, ``Q A``, space, newline).
 
 Text format [choice]. The prompt ends where generation starts; the completion is
@@ -19,20 +19,22 @@ right, one operation per step, each intermediate expression written out in full
 leading term of an intermediate expression can be negative ("3-8+4" ->
 "-5+4" -> "-1").
 
-Difficulty levels [choice; meant to give a tiny model a spread of pass@1 like
-MATH levels 1-5: more operands = more steps for errors to compound, larger
-operands and products = harder single steps]:
+Difficulty levels [choice]: each level adds one ingredient (more steps for
+errors to compound, 2-digit operands, products, a 4th operand)::
 
-=====  ========  =========  =========  =================  ======  ==============
-level  operands  operand    operators  right factor of *  max *   distinct
-                 range                                             questions
-=====  ========  =========  =========  =================  ======  ==============
-1      2         0-49       + -        -                  0       5,000
-2      3         0-9        + - *      2-9                1       7,200
-3      3         0-99       + - *      2-9                1       ~7e5
-4      4         0-99       + - *      2-9                2       ~9e7
-5      5         0-99       + - *      2-9                2       ~9e9
-=====  ========  =========  =========  =================  ======  ==============
+    level  operands        operators  factor right of *  max *  distinct questions  example
+    1      0-199, 0-9      + -        -                  0      4,000               147+8
+    2      3 of 0-9        + - *      2-9                2      7,840               7*8-3
+    3      3 of 0-99       + -        -                  0      4,000,000           42+31-93
+    4      3 of 0-99       + - *      2-9                1      4,320,000           69*5-77
+    5      4 of 0-99       + - *      2-9                2      899,840,000         35*9-63*7
+
+Measured spread (a 350k-parameter character GPT trained 6,000 steps of 32
+texts on ``pretrain_corpus(60000)`` plus 5,000 train rows, ~7 min on one CPU
+thread; 100 test questions per level, 4 samples at temperature 1): pass@1 =
+0.96, 0.88, 0.51, 0.43, 0.10 for levels 1-5 (greedy 0.99, 0.95, 0.64, 0.55,
+0.14). The longest example (prompt + completion) has 53 characters: level 5,
+"Q: 10-99-99+10=?\\nA: -89-99+10=-188+10=-178 #### -178\\n".
 
 Splits disjoint by construction [choice]: every question text is assigned to
 exactly one partition ("train" 80 %, "validation" 10 %, "test" 10 %) by a salted
@@ -41,8 +43,9 @@ not depend on the seed, the level or the requested sizes, so no question can sit
 in two splits, in any run, and the pretraining corpus (drawn only from the
 "train" partition) can never contain a validation or test question. The seed
 only chooses which questions of a partition are sampled. A split holds unique
-questions (rejection sampling); asking a level for more than its partition holds
-(about 500 level-1 questions in validation or test) raises ValueError.
+questions (rejection sampling); asking a level for more than its partition holds raises
+ValueError. The small levels bound the sizes: level 1 has about 3,200 / 400 /
+400 questions in train / validation / test, level 2 about 6,270 / 780 / 780.
 
 Pretraining corpus [choice]: full worked examples (prompt + completion) of
 train-partition questions, levels uniform, drawn i.i.d. (repeats allowed), plus
@@ -56,6 +59,7 @@ magnitudes the traces need (including a negative left operand) in isolation.
 from __future__ import annotations
 
 import hashlib
+import numbers
 import os
 import random
 import re
@@ -63,12 +67,13 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from aligntrain.verify import ANSWER_MARKER, canonical_answer, extract_answer, is_correct
+from aligntrain import verify
+from aligntrain.verify import ANSWER_MARKER
 
 NAME = "arith"
 SPLITS = ("train", "validation", "test")
@@ -80,8 +85,9 @@ ROW_FIELDS = ("id", "level", "prompt", "completion", "answer")
 
 # Salt of the split hash; changing it re-partitions every question (a new dataset).
 _SPLIT_SALT = b"aligntrain/arith/split/v1:"
-# Rejection sampling gives up after this many draws per requested question.
-_MAX_DRAWS_PER_QUESTION = 400
+# Rejection sampling gives up after this many draws in a row without a new
+# question of the partition (the level's share of the partition is exhausted).
+_MAX_FRUITLESS_DRAWS = 50_000
 
 _QUESTION = re.compile(r"(?:0|[1-9][0-9]*)(?:[-+*](?:0|[1-9][0-9]*))*")
 _PROMPT = re.compile(r"Q: (?P<question>[0-9+\-*]+)=\?\nA: ")
@@ -96,14 +102,9 @@ _ROW_SCHEMA = pa.schema(
 )
 
 
-class ArithRow(TypedDict):
-    """One example. ``prompt`` + ``completion`` is the full training text."""
-
-    id: str
-    level: int
-    prompt: str
-    completion: str
-    answer: str
+ArithRow = dict[str, Any]
+"""One example, keys ``ROW_FIELDS``: id (str), level (int), prompt, completion,
+answer (str). ``prompt + completion`` is the full training text."""
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ class LevelSpec:
 
 LEVEL_SPECS: dict[int, LevelSpec] = {
     1: LevelSpec(((0, 199), (0, 9)), "+-", (2, 9), 0),
-    2: LevelSpec(((0, 9),) * 3, "+-*", (2, 9), 1),
+    2: LevelSpec(((0, 9),) * 3, "+-*", (2, 9), 2),
     3: LevelSpec(((0, 99),) * 3, "+-", (2, 9), 0),
     4: LevelSpec(((0, 99),) * 3, "+-*", (2, 9), 1),
     5: LevelSpec(((0, 99),) * 4, "+-*", (2, 9), 2),
@@ -189,13 +190,13 @@ def row_id(question: str, level: int) -> str:
 def make_row(question: str, level: int) -> ArithRow:
     """The row of one question (the question must fit ``level``)."""
     steps = solution_steps(question)
-    return ArithRow(
-        id=row_id(question, level),
-        level=level,
-        prompt=format_prompt(question),
-        completion=worked_completion(question),
-        answer=steps[-1],
-    )
+    return {
+        "id": row_id(question, level),
+        "level": level,
+        "prompt": format_prompt(question),
+        "completion": worked_completion(question),
+        "answer": steps[-1],
+    }
 
 
 def partition_of(question: str) -> str:
@@ -228,25 +229,25 @@ def generate_split(split: str, n: int, levels: Sequence[int] = LEVELS, seed: int
         raise ValueError(f"n must be >= 0, got {n}")
     levels = _check_levels(levels)
     rows: list[ArithRow] = []
-    seen: set[str] = set()  # unique across levels: ranges overlap ("5+3*4" fits 2 and 3)
+    seen: set[str] = set()  # unique across levels: ranges overlap ("5+3*4" fits levels 2 and 4)
     for index, level in enumerate(levels):
         count = n // len(levels) + (index < n % len(levels))
         rng = random.Random(f"{NAME}:{seed}:{split}:{level}")
-        taken = 0
-        for _ in range(_MAX_DRAWS_PER_QUESTION * count):
-            if taken == count:
-                break
+        taken = fruitless = 0
+        while taken < count:
             question = sample_question(level, rng)
             if question in seen or partition_of(question) != split:
+                fruitless += 1
+                if fruitless > _MAX_FRUITLESS_DRAWS:
+                    raise ValueError(
+                        f"sizes[{split!r}] asks for {count} level-{level} questions but the {split} "
+                        f"partition gave only {taken} unique ones; ask for fewer"
+                    )
                 continue
+            fruitless = 0
             seen.add(question)
             rows.append(make_row(question, level))
             taken += 1
-        if taken < count:
-            raise ValueError(
-                f"sizes[{split!r}] asks for {count} level-{level} questions but only {taken} "
-                f"unique ones were found in the {split} partition; ask for fewer"
-            )
     random.Random(f"{NAME}:{seed}:{split}:order").shuffle(rows)
     return rows
 
@@ -324,7 +325,8 @@ def validate_row(row: Mapping[str, Any]) -> None:
         if not isinstance(row[field], str):
             raise bad(field, f"must be a str, got {type(row[field]).__name__}")
     level = row["level"]
-    if isinstance(level, bool) or not isinstance(level, int) or level not in LEVEL_SPECS:
+    # Integral, not int: rows read back through pandas may carry numpy integers.
+    if isinstance(level, bool) or not isinstance(level, numbers.Integral) or level not in LEVEL_SPECS:
         raise bad("level", f"must be an int in {LEVELS}, got {level!r}")
     prompt_match = _PROMPT.fullmatch(row["prompt"])
     if prompt_match is None:
@@ -332,8 +334,12 @@ def validate_row(row: Mapping[str, Any]) -> None:
     question = prompt_match["question"]
     misfit = _level_misfit(question, level)
     if misfit:
-        raise bad("prompt", f"question {question!r} is not a level-{level} question: {misfit}")
-    expected = make_row(question, level)
+        # Blame the label if another level fits the question, else the question.
+        fitting = [other for other in LEVELS if _level_misfit(question, other) is None]
+        if fitting:
+            raise bad("level", f"is {level}, but question {question!r} is of level {fitting}: {misfit}")
+        raise bad("prompt", f"question {question!r} fits no level (level {level}: {misfit})")
+    expected = make_row(question, int(level))
     for field in ("id", "answer", "completion"):
         if row[field] != expected[field]:
             raise bad(field, f"is {row[field]!r}, the question determines {expected[field]!r}")
@@ -346,8 +352,10 @@ def save_rows(rows: Iterable[Mapping[str, Any]], path: str | os.PathLike[str]) -
         validate_row(row)
     path = Path(path)
     table = pa.Table.from_pylist([{field: row[field] for field in ROW_FIELDS} for row in rows], _ROW_SCHEMA)
+    # Same directory, so os.replace is an atomic rename; readers never see half a file.
     handle, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(handle)
+    os.chmod(temp_name, 0o644)  # mkstemp makes it owner-only; data files are shared
     try:
         pq.write_table(table, temp_name)
         os.replace(temp_name, path)
@@ -361,7 +369,7 @@ def load_rows(path: str | os.PathLike[str]) -> list[ArithRow]:
     rows = pq.read_table(path).to_pylist()
     for row in rows:
         validate_row(row)
-    return rows  # type: ignore[return-value]  # validated to the ArithRow shape
+    return rows
 
 
 # ---------------------------------------------------------------------------
@@ -387,11 +395,22 @@ class ArithProblem:
 
     def reward(self, completion: str, row: Mapping[str, Any]) -> float:
         """1.0 if the completion's answer equals the row's gold answer, else 0.0."""
-        return 1.0 if is_correct(completion, row["answer"]) else 0.0
+        return 1.0 if verify.is_correct(completion, row["answer"]) else 0.0
+
+    def grade(self, completion: str, row: Mapping[str, Any]) -> verify.Verdict:
+        """Answer text, answer class, correctness and reward of one completion."""
+        return verify.grade(completion, row["answer"])
+
+    def gold_class(self, row: Mapping[str, Any]) -> str:
+        """The answer class of the row's gold answer."""
+        gold = verify.canonical_answer(row["answer"])
+        if gold is None:
+            raise ValueError(f"row {row.get('id')!r}: field 'answer' {row['answer']!r} is not a parseable answer")
+        return gold
 
     def answer_class(self, completion: str) -> str | None:
         """The completion's canonical answer (None: no parseable answer)."""
-        return canonical_answer(extract_answer(completion))
+        return verify.canonical_answer(verify.extract_answer(completion))
 
     def validate_row(self, row: Mapping[str, Any]) -> None:
         validate_row(row)
@@ -419,8 +438,9 @@ def _check_levels(levels: Sequence[int]) -> tuple[int, ...]:
         raise ValueError("levels must not be empty")
     if len(set(levels)) != len(levels):
         raise ValueError(f"levels must not repeat, got {levels}")
-    for level in levels:
-        _level_spec(level)
+    unknown = [level for level in levels if level not in LEVEL_SPECS]
+    if unknown:
+        raise ValueError(f"levels must be drawn from {LEVELS}, got {unknown}")
     return levels
 
 

@@ -32,6 +32,7 @@ class Completion:
     logp: float
     num_tokens: int
     finished: bool  # ended with EOS rather than the length cap
+    token_ids: tuple[int, ...]  # the sampled tokens, EOS included (decoding drops special tokens)
 
 
 def _chunks(items: Sequence, size: int) -> Iterator[Sequence]:
@@ -90,8 +91,9 @@ def sample_completions(
         lengths = valid.sum(dim=1)
         finished = is_eos.any(dim=1)
         decoded = tokenizer.batch_decode(new_tokens.masked_fill(~valid, tokenizer.pad_token_id), skip_special_tokens=True)
-        for (p, s), text, lp, n, fin in zip(batch, decoded, seq_logp.tolist(), lengths.tolist(), finished.tolist()):
-            out.append(Completion(p, s, text, lp, n, fin))
+        rows = zip(batch, decoded, seq_logp.tolist(), lengths.tolist(), finished.tolist(), new_tokens.tolist())
+        for (p, s), text, lp, n, fin, ids in rows:
+            out.append(Completion(p, s, text, lp, n, fin, tuple(ids[:n])))
         bar.update(len(batch))
     bar.close()
     return out

@@ -1,0 +1,559 @@
+"""Strategy-aware RL through TRL's ``GRPOTrainer``: any advantage rule of :mod:`aligntrain.advantages`.
+
+TRL samples ``num_generations`` completions per prompt, scores them with the
+reward functions and turns each group's rewards into advantages inline, in
+``GRPOTrainer._generate_and_score_completions`` (trl 1.16.0,
+grpo_trainer.py l. 2753–2818): there is no method to override for the advantage
+alone. :class:`StrategyGRPOTrainer` therefore
+
+1. wraps ``_calculate_rewards`` (l. 1579) to keep the gathered reward matrix
+   (all processes, TRL's order) and this process's completion texts, and
+2. overrides ``_generate_and_score_completions`` (l. 2324): it calls TRL's and
+   replaces ``output["advantages"]`` (this process's slice) by the rule's,
+   computed from the kept rewards on whole groups (``rewards.view(-1, n)``, as TRL
+   groups them) and sliced exactly as TRL slices (l. 2813–2818).
+
+Everything else — sampling, the clipped policy loss, its reduction
+(``loss_type``), logging, checkpoints — is TRL's. The rule receives the context
+it declares (``get_rule(name).context_needed(options)``): parsed answers per
+rollout, the rollouts' summed log-probabilities under the sampling policy, a
+:class:`RewardHistory` and a :class:`MajorityThresholdState` that live on the
+trainer across steps and travel with checkpoints, and the step
+(``state.global_step``).
+
+Unscorable rollouts (TRL's convention, l. 2756–2759 and 2808–2810: every reward
+function returned None/NaN for it) get advantage 0 and are counted in the metric
+``unscorable``. The rule itself sees only finite rewards: see
+:func:`rule_input_rewards` for the fill value and ``docs/decisions.md`` ("RL
+trainer") for the TRL internals this module depends on.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import numbers
+import os
+import shutil
+import signal
+import threading
+import time
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+import trl
+from accelerate.utils import gather_object
+from datasets import Dataset
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from torch import Tensor
+from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+from trl import GRPOConfig, GRPOTrainer
+
+from aligntrain.advantages import (
+    MajorityThresholdState,
+    RewardHistory,
+    compute_advantages,
+    get_rule,
+    validate_rule_options,
+)
+from aligntrain.config import OptimConfig
+
+logger = logging.getLogger(__name__)
+
+#: the TRL minor version whose internals the trainer overrides (see the module docstring)
+SUPPORTED_TRL = "1.16"
+#: file inside each checkpoint folder holding the rule's cross-step state
+RL_STATE_FILE = "aligntrain_rl_state.pt"
+
+#: ``fn(completion_text, row) -> reward``: row holds the prompt and the dataset's other columns
+SampleReward = Callable[[str, Mapping[str, Any]], "float | None"]
+#: ``answer_class(completion_text) -> hashable class or None (unparseable)``
+AnswerClass = Callable[[str], "Hashable | None"]
+#: keyword arguments TRL adds to a reward function's call that are not dataset columns
+_TRL_REWARD_KWARGS = frozenset({"completion_ids", "trainer_state", "log_extra", "log_metric", "environments"})
+
+
+def check_trl_version(version: str | None = None) -> None:
+    """Raise RuntimeError unless TRL is 1.16.x: the trainer overrides TRL internals (module docstring)."""
+    version = trl.__version__ if version is None else version
+    if version.split(".")[:2] != SUPPORTED_TRL.split("."):
+        raise RuntimeError(
+            f"aligntrain.training.rl needs trl {SUPPORTED_TRL}.x (it overrides GRPOTrainer internals: "
+            f"_calculate_rewards and _generate_and_score_completions); trl {version} is installed"
+        )
+
+
+# --------------------------------------------------------------------------- the variant
+
+
+class RLConfig(BaseModel):
+    """An RL variant: the advantage rule with its options, the group size, sampling and loss.
+
+    Constructing it validates the rule and its options against the group size
+    (``validate_rule_options``: unknown rule, unknown option, k > n, ...);
+    :meth:`resolve` adds the checks that need the problem (binary rewards, an
+    answer parser) and runs the rule once on a synthetic group, all before any
+    trainer is built.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rule: str = Field(description="Advantage rule in aligntrain.advantages (list_rules()).")
+    rule_options: dict[str, Any] = Field(default_factory=dict, description="The rule's options (get_rule(r).defaults).")
+    num_generations: int = Field(8, ge=2, description="Rollouts per prompt: the group size n the rule sees.")
+    loss_type: Literal["dapo", "dr_grpo", "grpo", "bnpo"] | None = Field(
+        None,
+        description="TRL's loss reduction; None: 'dr_grpo' for rule dr_grpo, else TRL 1.16's default 'dapo'.",
+    )
+    beta: float = Field(0.0, ge=0, description="KL coefficient to the initial policy (0: no reference model).")
+    temperature: float = Field(1.0, gt=0, description="Sampling temperature (also the logps' temperature).")
+    max_completion_length: int = Field(64, ge=1, description="Longest sampled completion, in tokens.")
+    reward_timeout_s: float | None = Field(5.0, gt=0, description="Per-sample reward deadline (None: none).")
+    history_capacity: int = Field(4000, ge=1, description="RewardHistory FIFO capacity (000 eq. 105).")
+    history_decay: float | None = Field(
+        None, gt=0, le=1, description="RewardHistory decay γ for quantile='time_weighted' (000 eq. 80)."
+    )
+
+    @model_validator(mode="after")
+    def _options_fit_rule(self) -> RLConfig:
+        validate_rule_options(self.rule, self.num_generations, self.rule_options)
+        return self
+
+    @property
+    def resolved_loss_type(self) -> str:
+        if self.loss_type is not None:
+            return self.loss_type
+        # Dr. GRPO's advantage is GRPO's; what makes it Dr. GRPO is this reduction (001 App. B).
+        return "dr_grpo" if self.rule == "dr_grpo" else "dapo"
+
+    def resolve(self, *, binary_rewards: bool | None, has_answer_class: bool) -> dict[str, Any]:
+        """The rule's options with defaults filled in; ValueError naming what does not fit the problem.
+
+        ``binary_rewards``: whether the problem's rewards are in {0, 1} (None: unknown).
+        ``has_answer_class``: whether an answer parser is given (rules that need ``answers``).
+        """
+        options = validate_rule_options(self.rule, self.num_generations, self.rule_options, binary_rewards)
+        needed = get_rule(self.rule).context_needed(options)
+        if "answers" in needed and not has_answer_class:
+            raise ValueError(
+                f"rule {self.rule!r} with options {self.rule_options} needs parsed answers: pass answer_class"
+            )
+        dry_run_rule(self.rule, options, self.num_generations, self.new_history())
+        return options
+
+    def new_history(self) -> RewardHistory:
+        return RewardHistory(capacity=self.history_capacity, decay=self.history_decay)
+
+
+def dry_run_rule(rule: str, options: Mapping[str, Any], n: int, history: RewardHistory) -> None:
+    """Run ``rule`` on one synthetic all-zero group with every context key filled.
+
+    Catches what only shows at call time (e.g. ``quantile='time_weighted'`` with a
+    history that has no decay) before training starts; ``history`` is not modified.
+    """
+    compute_advantages(
+        rule,
+        torch.zeros(1, n),
+        answers=[[None] * n],
+        logps=torch.full((1, n), -1.0),
+        history=copy.deepcopy(history),
+        step=0,
+        threshold_state=MajorityThresholdState(),
+        **options,
+    )
+
+
+# --------------------------------------------------------------------------- rewards
+
+
+class RewardTimeout(Exception):
+    """A reward function ran past its deadline."""
+
+
+def safe_reward_fn(fn: SampleReward, timeout_s: float | None = None) -> Callable[..., list[float | None]]:
+    """A TRL reward function that scores each completion with ``fn`` and never raises for one sample.
+
+    ``fn(completion_text, row)`` gets the completion's text and a row of the
+    prompt plus every other dataset column (e.g. the gold ``"answer"``). A sample
+    whose call raises, runs past ``timeout_s`` seconds, or returns None, NaN, ±inf
+    or a non-number scores ``None``: TRL turns it into NaN and, as the only reward
+    function, marks the sample unscorable (advantage 0, counted in ``unscorable``).
+
+    The deadline interrupts ``fn`` with SIGALRM when called from the main thread
+    (TRL calls synchronous reward functions there); elsewhere ``fn`` runs to the
+    end and a late result is discarded.
+    """
+    if timeout_s is not None and not (isinstance(timeout_s, numbers.Real) and timeout_s > 0):
+        raise ValueError(f"timeout_s must be None or a number > 0, got {timeout_s!r}")
+
+    def reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
+        columns = {k: v for k, v in kwargs.items() if k not in _TRL_REWARD_KWARGS}
+        scores: list[float | None] = []
+        for i, completion in enumerate(completions):
+            row = {"prompt": prompts[i], **{k: v[i] for k, v in columns.items()}}
+            scores.append(_score_one(fn, completion_text(completion), row, timeout_s))
+        return scores
+
+    reward.__name__ = getattr(fn, "__name__", "reward")
+    return reward
+
+
+def completion_text(completion: str | list[dict[str, Any]]) -> str:
+    """The text of a completion: the string, or the last message's content for a conversation."""
+    return completion if isinstance(completion, str) else str(completion[-1]["content"])
+
+
+def _score_one(fn: SampleReward, text: str, row: Mapping[str, Any], timeout_s: float | None) -> float | None:
+    start = time.monotonic()
+    try:
+        with _deadline(timeout_s):
+            value = fn(text, row)
+    except Exception as err:  # any failure of one sample makes that sample unscorable, not the run
+        logger.warning("reward %s failed on a sample (%s: %s); scored as unscorable", _name(fn), type(err).__name__, err)
+        return None
+    if timeout_s is not None and time.monotonic() - start > timeout_s:
+        logger.warning("reward %s ran past %.3g s on a sample; scored as unscorable", _name(fn), timeout_s)
+        return None
+    if not isinstance(value, numbers.Real) or isinstance(value, bool) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _name(fn: Callable) -> str:
+    return getattr(fn, "__name__", type(fn).__name__)
+
+
+@contextmanager
+def _deadline(timeout_s: float | None):
+    """Raise :class:`RewardTimeout` inside the block after ``timeout_s`` (main thread, SIGALRM only)."""
+    usable = timeout_s is not None and hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    if not usable:
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise RewardTimeout(f"reward ran past {timeout_s} s")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, timeout_s)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def rule_input_rewards(rewards: Tensor, unscorable: Tensor, binary: bool) -> Tensor:
+    """Rewards (G, n) the rule sees: unscorable entries replaced by a neutral finite value [choice].
+
+    Continuous rules: the mean of the group's scorable rewards, which leaves the
+    group mean unchanged (so GRPO-type baselines are those of the scorable
+    rollouts). Binary rules: 0, i.e. "not shown correct" (the mean would not be
+    binary); the trainer also sets the answer of such a rollout to None, so
+    answers and rewards agree. A group with no scorable rollout is all 0. The
+    unscorable rollouts' own advantages are zeroed afterwards either way.
+    """
+    scorable = ~unscorable
+    if binary:
+        fill = torch.zeros_like(rewards)
+    else:
+        count = scorable.sum(dim=1, keepdim=True)
+        total = torch.where(scorable, rewards, torch.zeros_like(rewards)).sum(dim=1, keepdim=True)
+        fill = (total / count.clamp(min=1)).expand_as(rewards)
+    return torch.where(scorable, rewards, fill)
+
+
+# --------------------------------------------------------------------------- the trainer
+
+
+class StrategyGRPOTrainer(GRPOTrainer):
+    """``GRPOTrainer`` whose advantages come from a rule of :mod:`aligntrain.advantages`.
+
+    ``rule``/``rule_options``: the rule by name and its options (validated here,
+    against ``args.num_generations``). ``answer_class``: the problem's answer
+    parser, needed by rules that use ``answers``. ``binary_rewards``: whether the
+    problem's rewards are in {0, 1} (None: unknown). Use a single reward
+    function made with :func:`safe_reward_fn`, or several combined as TRL does
+    (weighted ``nansum``; ``multi_objective_aggregation="sum_then_normalize"``).
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        rule: str,
+        rule_options: Mapping[str, Any] | None = None,
+        answer_class: AnswerClass | None = None,
+        binary_rewards: bool | None = None,
+        reward_history: RewardHistory | None = None,
+        **kwargs: Any,
+    ) -> None:
+        check_trl_version()
+        grpo_args: GRPOConfig = kwargs["args"]
+        self.rule_options = validate_rule_options(rule, grpo_args.num_generations, rule_options or {}, binary_rewards)
+        n_eval = grpo_args.num_generations_eval
+        if n_eval is not None and n_eval != grpo_args.num_generations:
+            try:
+                validate_rule_options(rule, n_eval, rule_options or {}, binary_rewards)
+            except ValueError as err:
+                raise ValueError(f"{err} (with GRPOConfig.num_generations_eval = {n_eval})") from None
+        if grpo_args.multi_objective_aggregation != "sum_then_normalize":
+            raise ValueError(
+                "multi_objective_aggregation must be 'sum_then_normalize': the rule gets the weighted sum of the "
+                f"reward functions, got {grpo_args.multi_objective_aggregation!r}"
+            )
+        self.rule = rule
+        self.rule_spec = get_rule(rule)
+        self.context_needed = self.rule_spec.context_needed(self.rule_options)
+        if "answers" in self.context_needed and answer_class is None:
+            raise ValueError(f"rule {rule!r} with these options needs parsed answers: pass answer_class")
+        self.answer_class = answer_class
+        self.reward_history = reward_history if reward_history is not None else RewardHistory()
+        self.threshold_state = MajorityThresholdState()
+        self.unscorable_total = 0
+        self._scored_batch: tuple[Tensor, list[Any]] | None = None
+        super().__init__(*args, **kwargs)
+
+    # ---- the two TRL hooks
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        # Gathered (all processes) rewards, and this process's completions, for the rule below.
+        self._scored_batch = (rewards_per_func, list(completions))
+        return rewards_per_func
+
+    def _generate_and_score_completions(self, inputs):
+        output = super()._generate_and_score_completions(inputs)
+        if self._scored_batch is None:
+            raise RuntimeError("TRL's _generate_and_score_completions did not call _calculate_rewards")
+        rewards_per_func, completions = self._scored_batch
+        self._scored_batch = None
+        mode = "train" if self.model.training else "eval"
+        advantages = self.rule_advantages(rewards_per_func, completions, output, mode)
+        # This process's rows, sliced as TRL slices its own advantages.
+        local = len(completions)
+        start = self.accelerator.process_index * local
+        output["advantages"] = advantages[start : start + local].to(output["advantages"].dtype)
+        self._replace_logged_advantages(advantages)
+        return output
+
+    # ---- the rule
+
+    def rule_advantages(
+        self, rewards_per_func: Tensor, completions: list[Any], output: Mapping[str, Any], mode: str
+    ) -> Tensor:
+        """Advantages (all processes' rollouts, flat) of the rule on whole groups; unscorable ones are 0.
+
+        Train mode updates the history (scorable rewards only) and the threshold
+        state; eval mode works on copies, so evaluation never changes training.
+        """
+        n = self.num_generations if mode == "train" else self.num_generations_eval
+        weights = self.reward_weights.to(rewards_per_func.device)
+        # TRL's reward and its unscorable rows (every reward function NaN); ±inf is unscorable too.
+        rewards = (rewards_per_func * weights.unsqueeze(0)).nansum(dim=1)
+        unscorable = torch.isnan(rewards_per_func).all(dim=1) | ~torch.isfinite(rewards)
+        grouped, unscorable = rewards.view(-1, n), unscorable.view(-1, n)
+        binary = self.rule_spec.binary_rewards_only
+        context: dict[str, Any] = {}
+        if "answers" in self.context_needed:
+            answers = gather_object([self.answer_class(completion_text(c)) for c in completions])
+            # An unscorable rollout is unparseable to the rule, so answers agree with its fill reward.
+            answers = [None if bad else a for a, bad in zip(answers, unscorable.reshape(-1).tolist())]
+            context["answers"] = [answers[g * n : (g + 1) * n] for g in range(len(grouped))]
+        if "logps" in self.context_needed:
+            context["logps"] = self.sequence_logps(output).view(-1, n).to(grouped.device)
+        step = int(self.state.global_step)
+        advantages = compute_advantages(
+            self.rule,
+            rule_input_rewards(grouped, unscorable, binary),
+            history=copy.deepcopy(self.reward_history),
+            step=step,
+            threshold_state=self.threshold_state if mode == "train" else copy.deepcopy(self.threshold_state),
+            **context,
+            **self.rule_options,
+        ).masked_fill(unscorable, 0.0)
+        count = int(unscorable.sum())
+        if mode == "train":
+            # The history gets the rewards that were scored, never the fill values.
+            self.reward_history.append(grouped[~unscorable], step)
+            self.unscorable_total += count
+        self._metrics[mode]["unscorable"].append(float(count))
+        return advantages.reshape(-1)
+
+    @torch.no_grad()
+    def sequence_logps(self, output: Mapping[str, Any]) -> Tensor:
+        """Summed completion log-probabilities ℓ = Σ_t log π(y_t | x, y_<t), gathered over processes.
+
+        Under the sampling policy (the weights that generated the batch, logits
+        divided by ``temperature`` as in TRL's loss). Reuses TRL's
+        ``old_per_token_logps`` when it computed them, otherwise one no-grad pass
+        of ``_get_per_token_logps_and_entropies``. Text-only models.
+        """
+        per_token = output.get("old_per_token_logps")
+        if per_token is None:
+            if "pixel_values" in output:
+                raise ValueError("sequence log-probabilities (rule context 'logps') support text-only models")
+            input_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+            attention_mask = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+            per_token, _, _ = self._get_per_token_logps_and_entropies(
+                self.model,
+                input_ids,
+                attention_mask,
+                output["completion_ids"].size(1),
+                batch_size=self.args.per_device_train_batch_size,
+            )
+        mask = output["completion_mask"]
+        if "tool_mask" in output:
+            mask = mask * output["tool_mask"]
+        return self.accelerator.gather((per_token * mask).sum(dim=1).float())
+
+    def _replace_logged_advantages(self, advantages: Tensor) -> None:
+        # TRL appended its own advantages to the completions log; show the rule's instead.
+        logged = self._logs["advantages"]
+        for _ in range(min(len(logged), advantages.numel())):
+            logged.pop()
+        logged.extend(advantages.tolist())
+
+    # ---- cross-step state in checkpoints (the same hooks TRL uses for its entropy controller)
+
+    def _save_checkpoint(self, model, trial):
+        super()._save_checkpoint(model, trial)
+        if self.args.should_save:
+            folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+            torch.save(self.rl_state(), os.path.join(folder, RL_STATE_FILE))
+
+    def _load_optimizer_and_scheduler(self, checkpoint):
+        super()._load_optimizer_and_scheduler(checkpoint)
+        path = os.path.join(checkpoint, RL_STATE_FILE) if checkpoint is not None else None
+        if path is not None and os.path.exists(path):
+            self.load_rl_state(torch.load(path, weights_only=True))
+
+    def rl_state(self) -> dict[str, Any]:
+        history = self.reward_history
+        return {
+            "history_capacity": history.capacity,
+            "history_decay": history.decay,
+            "history_rewards": history.rewards.clone(),
+            "history_steps": history.steps.clone(),
+            "threshold_value": self.threshold_state.value,
+            "threshold_updates": self.threshold_state.updates,
+            "unscorable_total": self.unscorable_total,
+        }
+
+    def load_rl_state(self, state: Mapping[str, Any]) -> None:
+        history = RewardHistory(capacity=state["history_capacity"], decay=state["history_decay"])
+        rewards, steps = state["history_rewards"], state["history_steps"]
+        # Re-append consecutive runs of one step, oldest first: the same buffer, through its public API.
+        start = 0
+        for end in range(1, len(steps) + 1):
+            if end == len(steps) or steps[end] != steps[start]:
+                history.append(rewards[start:end], int(steps[start]))
+                start = end
+        self.reward_history = history
+        self.threshold_state = MajorityThresholdState(state["threshold_value"], state["threshold_updates"])
+        self.unscorable_total = int(state["unscorable_total"])
+
+
+# --------------------------------------------------------------------------- the entry point
+
+
+def grpo_config(optim: OptimConfig, config: RLConfig, checkpoint_dir: Path, *, seed: int) -> GRPOConfig:
+    return GRPOConfig(
+        output_dir=str(checkpoint_dir),
+        max_steps=optim.steps,
+        per_device_train_batch_size=optim.batch_size,
+        gradient_accumulation_steps=1,
+        num_generations=config.num_generations,
+        temperature=config.temperature,
+        max_completion_length=config.max_completion_length,
+        # The rule does its own scaling; TRL's group std would only be logged.
+        scale_rewards="none",
+        loss_type=config.resolved_loss_type,
+        beta=config.beta,
+        activation_checkpointing=optim.activation_checkpointing,
+        learning_rate=optim.learning_rate,
+        lr_scheduler_type="linear",
+        warmup_steps=optim.warmup_ratio,  # a float < 1 is a fraction of max_steps
+        weight_decay=optim.weight_decay,
+        logging_steps=optim.log_every,
+        save_strategy="steps",
+        save_steps=optim.checkpoint_every,
+        save_total_limit=2,
+        seed=seed,
+        data_seed=seed,
+        report_to="none",
+        dataloader_num_workers=0,
+        use_cpu=not torch.cuda.is_available(),
+        bf16=torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
+        save_only_model=False,
+    )
+
+
+def train_rl(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompt_rows: Sequence[Mapping[str, Any]],
+    optim: OptimConfig,
+    checkpoint_dir: str | Path,
+    *,
+    config: RLConfig,
+    reward_fn: SampleReward,
+    answer_class: AnswerClass | None = None,
+    binary_rewards: bool | None = None,
+    seed: int,
+    callbacks: Sequence[TrainerCallback] = (),
+) -> dict[str, float]:
+    """Train ``model`` in place for ``optim.steps`` RL steps and return the final metrics.
+
+    ``prompt_rows``: rows with a ``"prompt"`` and any other columns (e.g. the
+    gold ``"answer"``), which reach ``reward_fn(completion_text, row)`` (a gold
+    ``"completion"`` column is dropped). ``optim.batch_size`` counts completions
+    per step: ``batch_size / config.num_generations`` prompts. The rule, its
+    options and the problem fit are checked before the trainer is built. An
+    interrupted run resumes from the last checkpoint in ``checkpoint_dir``
+    (with the reward history and threshold state); on success the directory is
+    removed: the caller saves the model.
+    """
+    check_trl_version()
+    options = config.resolve(binary_rewards=binary_rewards, has_answer_class=answer_class is not None)
+    if optim.batch_size % config.num_generations:
+        raise ValueError(
+            f"batch_size ({optim.batch_size}) must be a multiple of num_generations ({config.num_generations}): "
+            "each step holds whole groups"
+        )
+    if not prompt_rows or "prompt" not in prompt_rows[0]:
+        raise ValueError("prompt_rows must be a non-empty list of rows with a 'prompt' field")
+    columns = [c for c in prompt_rows[0] if c != "completion"]
+    dataset = Dataset.from_dict({c: [r[c] for r in prompt_rows] for c in columns})
+    checkpoint_dir = Path(checkpoint_dir)
+    trainer = StrategyGRPOTrainer(
+        model=model,
+        reward_funcs=[safe_reward_fn(reward_fn, config.reward_timeout_s)],
+        args=grpo_config(optim, config, checkpoint_dir, seed=seed),
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=list(callbacks),
+        rule=config.rule,
+        rule_options=options,
+        answer_class=answer_class,
+        binary_rewards=binary_rewards,
+        reward_history=config.new_history(),
+    )
+    last = get_last_checkpoint(str(checkpoint_dir)) if checkpoint_dir.is_dir() else None
+    result = trainer.train(resume_from_checkpoint=last)
+    metrics = {k: float(v) for k, v in result.metrics.items() if isinstance(v, (int, float))}
+    metrics["resumed_from_step"] = float(_step_of(last)) if last else 0.0
+    metrics["unscorable_total"] = float(trainer.unscorable_total)
+    logged_rewards = [entry["reward"] for entry in trainer.state.log_history if "reward" in entry]
+    if logged_rewards:
+        metrics["reward"] = float(logged_rewards[-1])
+    shutil.rmtree(checkpoint_dir, ignore_errors=True)
+    return {k: v for k, v in metrics.items() if math.isfinite(v)}
+
+
+def _step_of(checkpoint: str) -> int:
+    return int(Path(checkpoint).name.rsplit("-", 1)[-1])

@@ -1,0 +1,103 @@
+"""End to end: the smoke profile through `dvc repro` in a copy of the repository.
+
+Runs the real chain — DVC stages calling the `aligntrain` CLI, each a Prefect flow
+(against one local Prefect server), MLflow into the copy's SQLite store — then
+checks the outputs, the MLflow runs, and DVC's view of what a change invalidates.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+pytestmark = pytest.mark.slow
+
+
+def _run(cmd: list[str], cwd: Path, timeout: int = 900) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    for var in ("MLFLOW_TRACKING_URI", "ALIGNTRAIN_PARENT_RUN_ID", "PREFECT_API_URL"):
+        env.pop(var, None)
+    env["PREFECT_HOME"] = str(cwd.parent / "prefect-home")
+    out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    if out.returncode != 0:
+        raise AssertionError(f"{cmd} failed ({out.returncode}):\n{out.stdout[-4000:]}\n{out.stderr[-6000:]}")
+    return out
+
+
+@pytest.fixture(scope="module")
+def smoke_study(tmp_path_factory) -> Path:
+    study = tmp_path_factory.mktemp("e2e") / "study"
+    _run(
+        [sys.executable, str(ROOT / "scripts" / "with_prefect_server.py"), "--",
+         str(ROOT / "scripts" / "run_profile.sh"), str(ROOT / "profiles" / "smoke.yaml"), str(study)],
+        cwd=ROOT,
+    )
+    return study
+
+
+def test_outputs_and_metrics(smoke_study):
+    params = yaml.safe_load((smoke_study / "params.yaml").read_text())
+    variants = list(params["variants"])
+    m = params["rollouts"]["samples_per_prompt"]
+    for variant in variants:
+        assert (smoke_study / "models" / "variants" / variant / "config.json").is_file()
+        metrics = json.loads((smoke_study / "metrics" / f"{variant}.json").read_text())
+        overall = metrics["overall"]
+        assert overall["prompts"] == params["problem"]["test_size"]
+        curve = [overall[f"pass@{k}"] for k in (1, 2, 4, m)]
+        assert all(0.0 <= v <= 1.0 for v in curve)
+        assert curve == sorted(curve), "pass@k is non-decreasing in k"
+        assert set(metrics["by_level"]) == {f"level{lv}" for lv in params["problem"]["levels"]}
+    compare = json.loads((smoke_study / "reports" / "compare.json").read_text())
+    assert set(compare) == set(variants)
+    assert "pass@1_delta" in compare["pass_at_n"] and "pass@1_delta" not in compare["ce"]
+    assert (smoke_study / "reports" / "scaling.png").read_bytes()[:4] == b"\x89PNG"
+    assert "| pass_at_n |" in (smoke_study / "reports" / "compare.md").read_text()
+
+
+def test_mlflow_runs(smoke_study):
+    import mlflow
+
+    mlflow.set_tracking_uri(f"sqlite:///{smoke_study / 'mlflow.db'}")
+    runs = mlflow.search_runs(experiment_names=["aligntrain-smoke"], output_format="list")
+    parents = [r for r in runs if r.data.tags.get("aligntrain.role") == "study"]
+    children = [r for r in runs if r.data.tags.get("aligntrain.role") == "stage"]
+    assert len(parents) == 1
+    names = {r.info.run_name for r in children}
+    expected = {"prepare", "pretrain", "warmup", "compare"} | {
+        f"{stage}@{v}" for stage in ("train", "rollouts", "evaluate") for v in ("warmup", "ce", "pass_at_n")
+    }
+    assert names == expected
+    assert {r.data.tags["mlflow.parentRunId"] for r in children} == {parents[0].info.run_id}
+    train = next(r for r in children if r.info.run_name == "train@pass_at_n")
+    assert train.data.params["variant.n"] == "4"
+    history = mlflow.MlflowClient().get_metric_history(train.info.run_id, "strategy_weight")
+    assert len(history) >= 2, "per-step training metrics are logged"
+    evaluate = next(r for r in children if r.info.run_name == "evaluate@ce")
+    assert 0 <= evaluate.data.metrics["overall.pass_at_1"] <= 1
+    assert evaluate.data.tags["aligntrain.git_commit"] != "unknown"
+
+
+def test_dvc_knows_what_a_change_invalidates(smoke_study):
+    status = _run([str(BIN / "dvc"), "status", "--json"], cwd=smoke_study)
+    assert json.loads(status.stdout or "{}") == {}, "nothing to do right after a repro"
+    params_file = smoke_study / "params.yaml"
+    original = params_file.read_text()
+    try:
+        params = yaml.safe_load(original)
+        params["variants"]["pass_at_n"]["n"] = 8
+        params_file.write_text(yaml.safe_dump(params, sort_keys=False))
+        changed = set(json.loads(_run([str(BIN / "dvc"), "status", "--json"], cwd=smoke_study).stdout))
+        assert "train@pass_at_n" in changed
+        assert not {"train@ce", "train@warmup", "warmup", "pretrain", "prepare"} & changed
+    finally:
+        params_file.write_text(original)

@@ -1,0 +1,445 @@
+"""Strategy-aware RL through TRL: the rule's advantages reach the loss, state persists, failures are contained.
+
+Rewards here are deterministic functions of the completion text, so every
+advantage can be recomputed from the decoded completions that reached
+``compute_loss``, independently of the trainer's own bookkeeping.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+
+import pytest
+import torch
+from datasets import Dataset
+from transformers import TrainerCallback
+
+import aligntrain.training.rl as rl
+from aligntrain.advantages import RewardHistory, compute_advantages, list_rules
+from aligntrain.config import OptimConfig
+from aligntrain.models import build_char_tokenizer, build_tiny_llama
+from aligntrain.problems.arith import generate_splits
+from aligntrain.training.rl import (
+    RLConfig,
+    StrategyGRPOTrainer,
+    check_trl_version,
+    grpo_config,
+    safe_reward_fn,
+    train_rl,
+)
+
+torch.set_num_threads(1)
+
+N = 4  # rollouts per prompt
+BATCH = 8  # completions per step: two prompts
+DIGITS = set("0123456789")
+
+
+# --------------------------------------------------------------------------- fixtures and helpers
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return generate_splits({"train": 48, "validation": 8, "test": 6}, [1, 2], seed=0)
+
+
+@pytest.fixture()
+def policy(rows):
+    texts = [r[f] for split in rows.values() for r in split for f in ("prompt", "completion")]
+    tokenizer = build_char_tokenizer(texts)
+    model = build_tiny_llama(
+        tokenizer, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, max_length=128, seed=0
+    )
+    return model, tokenizer
+
+
+def length_mod_3(text, row):
+    return float(len(text) % 3)
+
+
+def first_char(text):
+    """Answer class of the binary test problem: the first character (None for an empty completion)."""
+    return text[:1] or None
+
+
+def first_char_is_digit(text, row):
+    return 1.0 if first_char(text) in DIGITS else 0.0
+
+
+def _optim(steps, **kw):
+    return OptimConfig(steps=steps, batch_size=BATCH, learning_rate=1e-3, warmup_ratio=0.0, log_every=1, **kw)
+
+
+def _config(rule, options=None, **kw):
+    return RLConfig(rule=rule, rule_options=options or {}, num_generations=N, max_completion_length=10, **kw)
+
+
+def _trainer(policy, rows, tmp_path, config, reward, steps, answer_class=None, binary=None):
+    model, tokenizer = policy
+    train = rows["train"]
+    data = Dataset.from_dict({c: [r[c] for r in train] for c in ("prompt", "answer")})
+    return StrategyGRPOTrainer(
+        model=model,
+        reward_funcs=[safe_reward_fn(reward, timeout_s=5.0)],
+        args=grpo_config(_optim(steps, checkpoint_every=100), config, tmp_path, seed=0),
+        train_dataset=data,
+        processing_class=tokenizer,
+        rule=config.rule,
+        rule_options=config.rule_options,
+        answer_class=answer_class,
+        binary_rewards=binary,
+        reward_history=config.new_history(),
+    )
+
+
+def _capture_loss_inputs(trainer):
+    """Record a copy of every batch that reaches ``compute_loss``."""
+    seen = []
+    original = trainer.compute_loss
+
+    def spy(model, inputs, *args, **kwargs):
+        seen.append({k: v.detach().clone() if torch.is_tensor(v) else v for k, v in inputs.items()})
+        return original(model, inputs, *args, **kwargs)
+
+    trainer.compute_loss = spy
+    return seen
+
+
+def _groups(inputs, tokenizer):
+    """Rows of one step regrouped by prompt: (G, n) row indices and the decoded completion texts."""
+    by_prompt = {}
+    for i, (ids, mask) in enumerate(zip(inputs["prompt_ids"], inputs["prompt_mask"])):
+        by_prompt.setdefault(tuple(ids[mask.bool()].tolist()), []).append(i)
+    index = torch.tensor(list(by_prompt.values()))
+    texts = [
+        tokenizer.decode(ids[mask.bool()].tolist(), skip_special_tokens=True)
+        for ids, mask in zip(inputs["completion_ids"], inputs["completion_mask"])
+    ]
+    return index, texts
+
+
+def _teacher_forced_logps(model, inputs):
+    """Summed log π(completion | prompt) per row by a plain forward pass (temperature 1), independent of TRL."""
+    logps = []
+    for p_ids, p_mask, c_ids, c_mask in zip(
+        inputs["prompt_ids"], inputs["prompt_mask"], inputs["completion_ids"], inputs["completion_mask"]
+    ):
+        prompt, completion = p_ids[p_mask.bool()], c_ids[c_mask.bool()]
+        ids = torch.cat([prompt, completion])[None]
+        logp = torch.log_softmax(model(input_ids=ids).logits[0, :-1].float(), dim=-1)
+        token_logp = logp.gather(-1, ids[0, 1:, None]).squeeze(-1)
+        logps.append(token_logp[len(prompt) - 1 :].sum())
+    return torch.stack(logps)
+
+
+# --------------------------------------------------------------------------- the rule's advantages reach the loss
+
+
+CASES = {
+    "rloo": dict(rule="rloo", reward=length_mod_3),
+    "pkpo_k2": dict(rule="pkpo", options={"k": 2}, reward=length_mod_3),
+    "loo_maj_at_k": dict(rule="loo_maj_at_k", reward=first_char_is_digit, answer_class=first_char, binary=True),
+    "cat_best_of_n_history": dict(
+        rule="cat_best_of_n", options={"n_target": 8, "quantile": "history"}, reward=length_mod_3
+    ),
+    "tea": dict(rule="tea", options={"alpha": 0.5}, reward=length_mod_3),  # n = 4: the top 2 form the tail
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_rule_advantages_reach_the_loss_and_history_persists(case, policy, rows, tmp_path):
+    spec = CASES[case]
+    rule, options, reward = spec["rule"], spec.get("options", {}), spec["reward"]
+    answer_class = spec.get("answer_class")
+    trainer = _trainer(
+        policy, rows, tmp_path, _config(rule, options), reward, steps=2,
+        answer_class=answer_class, binary=spec.get("binary"),
+    )
+    seen = _capture_loss_inputs(trainer)
+    trainer.train()
+    assert len(seen) == 2
+
+    _, tokenizer = policy
+    history = RewardHistory()  # the test's own history, built from the recomputed rewards
+    for step, inputs in enumerate(seen):
+        index, texts = _groups(inputs, tokenizer)
+        assert tuple(index.shape) == (BATCH // N, N)
+        rewards = torch.tensor([[reward(texts[i], {}) for i in group] for group in index.tolist()])
+        answers = [[answer_class(texts[i]) for i in group] for group in index.tolist()] if answer_class else None
+        expected = compute_advantages(rule, rewards, answers=answers, history=history, step=step, **options)
+        got = inputs["advantages"][index]
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+    assert any(bool(inputs["advantages"].abs().gt(0).any()) for inputs in seen), "vacuous: all advantages 0"
+
+    # The trainer's history holds both steps' rewards, stamped 0 and 1: step 2 saw step 1's.
+    # (Rows reach the loss shuffled, so each step's rewards are compared as sorted values.)
+    kept = trainer.reward_history
+    assert kept.steps.tolist() == history.steps.tolist() == [0] * BATCH + [1] * BATCH
+    for step in (0, 1):
+        torch.testing.assert_close(
+            kept.rewards[kept.steps == step].sort().values, history.rewards[history.steps == step].sort().values
+        )
+
+
+@pytest.mark.parametrize("loss_type", ["dapo", "dr_grpo"])
+def test_loss_gradient_is_advantage_weighted_score(loss_type, policy, rows, tmp_path):
+    """∇loss = −(1/Z) Σ_i A_i ∇ℓ_i with Z = completion tokens (dapo) or B·max_completion_length (dr_grpo);
+    zero advantages give a zero gradient (beta = 0)."""
+    model, _ = policy
+    config = _config("rloo", loss_type=loss_type)
+    trainer = _trainer(policy, rows, tmp_path, config, length_mod_3, steps=1)
+    params = [p for p in model.parameters() if p.requires_grad]
+    checks = []
+    original = trainer.compute_loss
+
+    def spy(model_, inputs, *args, **kwargs):
+        advantages = inputs["advantages"]
+        assert advantages.abs().gt(0).any()
+        got = torch.autograd.grad(original(model_, dict(inputs)), params)
+        ell = _teacher_forced_logps(model, inputs)
+        normaliser = {
+            "dapo": inputs["completion_mask"].sum(),
+            "dr_grpo": torch.tensor(len(ell) * config.max_completion_length),
+        }[loss_type]
+        want = torch.autograd.grad(-(advantages * ell).sum() / normaliser, params)
+        zero = torch.autograd.grad(original(model_, {**inputs, "advantages": torch.zeros_like(advantages)}), params)
+        checks.append((got, want, zero))
+        return original(model_, inputs, *args, **kwargs)
+
+    trainer.compute_loss = spy
+    trainer.train()
+    (got, want, zero), = checks
+    for g, w, z in zip(got, want, zero):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-7)
+        assert torch.equal(z, torch.zeros_like(z))
+
+
+def test_rule_gets_sequence_logps_and_answers(policy, rows, tmp_path, monkeypatch):
+    """The logps the rule receives are the completions' summed log-probs under the sampling weights."""
+    model, tokenizer = policy
+    received = []
+
+    def spy(rule, rewards, **kwargs):
+        received.append(kwargs)
+        return compute_advantages(rule, rewards, **kwargs)
+
+    monkeypatch.setattr(rl, "compute_advantages", spy)
+    config = _config("cat_pass_at_n", {"n_target": 8, "p_source": "sequence"})
+    trainer = _trainer(policy, rows, tmp_path, config, first_char_is_digit, steps=1, binary=True)
+    references = []
+    original = trainer.compute_loss
+
+    def loss_spy(model_, inputs, *args, **kwargs):  # weights are still those that sampled the batch
+        with torch.no_grad():
+            index, texts = _groups(inputs, tokenizer)
+            references.append(_teacher_forced_logps(model, inputs)[index])
+        return original(model_, inputs, *args, **kwargs)
+
+    trainer.compute_loss = loss_spy
+    trainer.train()
+    (kwargs,), (reference,) = received, references
+    assert tuple(kwargs["logps"].shape) == (BATCH // N, N)
+    # Groups (and rows within a group) may come in another order after TRL's shuffle: compare sorted values.
+    torch.testing.assert_close(kwargs["logps"].flatten().sort().values, reference.flatten().sort().values, rtol=1e-4, atol=1e-4)
+    assert kwargs["step"] == 0 and kwargs["n_target"] == 8
+
+
+# --------------------------------------------------------------------------- unscorable rewards
+
+
+def _raises_on_multiples_of_3(text, row):
+    if len(text) % 3 == 0:
+        raise ZeroDivisionError("simulated verifier crash")
+    return float(len(text) % 3)
+
+
+def _pkpo_k2(rewards):
+    """PKPO with k = 2 by its subset definition (PKPO eq. 33): A_i = (2/(n−1)) Σ_{j≠i} max(r_i − r_j, 0)."""
+    n = rewards.shape[1]
+    return (2 / (n - 1)) * (rewards[:, :, None] - rewards[:, None, :]).clamp(min=0).sum(dim=2)
+
+
+def test_unscorable_samples_get_zero_advantage_and_are_counted(policy, rows, tmp_path):
+    _, tokenizer = policy
+    steps = 3
+    config = _config("pkpo", {"k": 2})
+    trainer = _trainer(policy, rows, tmp_path, config, _raises_on_multiples_of_3, steps=steps)
+    seen = _capture_loss_inputs(trainer)
+    trainer.train()
+    assert trainer.state.global_step == steps  # training went on
+
+    counts, zeroed = [], 0
+    for inputs in seen:
+        index, texts = _groups(inputs, tokenizer)
+        lengths = torch.tensor([[len(texts[i]) for i in group] for group in index.tolist()])
+        unscorable = lengths % 3 == 0
+        raw = (lengths % 3).double()
+        # Rule input: unscorable rewards replaced by the mean of the group's scored ones (0 if none).
+        scored = (~unscorable).sum(1, keepdim=True)
+        group_mean = torch.where(unscorable, 0.0, raw).sum(1, keepdim=True) / scored.clamp(min=1)
+        filled = torch.where(unscorable, group_mean, raw)
+        expected = _pkpo_k2(filled)
+        zeroed += int((expected[unscorable] != 0).sum())  # the zeroing, not the fill, makes these 0
+        expected[unscorable] = 0.0
+        got = inputs["advantages"][index]
+        torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=1e-6)
+        counts.append(int(unscorable.sum()))
+    assert zeroed > 0, "vacuous: no unscorable sample the rule would have given an advantage"
+    logged = [entry["unscorable"] for entry in trainer.state.log_history if "unscorable" in entry]
+    assert logged == counts
+    assert trainer.unscorable_total == sum(counts)
+    # The history keeps the scored rewards only.
+    assert len(trainer.reward_history) == steps * BATCH - sum(counts)
+
+
+def test_unscorable_binary_rule_sees_zero_and_no_answer(policy, rows, tmp_path, monkeypatch):
+    """A binary rule cannot take a group mean: the unscorable rollout enters as reward 0 with answer None."""
+    received = []
+
+    def spy(rule, rewards, **kwargs):
+        received.append((rewards.clone(), kwargs["answers"]))
+        return compute_advantages(rule, rewards, **kwargs)
+
+    monkeypatch.setattr(rl, "compute_advantages", spy)
+
+    def reward(text, row):
+        if first_char(text) == "Q":
+            raise RuntimeError("simulated crash")
+        return first_char_is_digit(text, row)
+
+    config = _config("loo_maj_at_k")
+    trainer = _trainer(policy, rows, tmp_path, config, reward, steps=3, answer_class=first_char, binary=True)
+    trainer.train()
+    crashed = 0
+    for rewards, answers in received:
+        assert set(rewards.flatten().tolist()) <= {0.0, 1.0}
+        assert all(a != "Q" for group in answers for a in group)
+        crashed += sum(1 for group in answers for a in group if a is None)
+    assert trainer.unscorable_total > 0, "vacuous: no completion starts with Q"
+    assert crashed >= trainer.unscorable_total
+
+
+def test_safe_reward_fn_contains_failures():
+    def score(text, row):
+        if text == "raise":
+            raise KeyError("boom")
+        if text == "slow":
+            time.sleep(5)
+        return {"nan": math.nan, "inf": math.inf, "none": None, "str": "1", "ok": 0.5}.get(text, float(len(row["answer"])))
+
+    reward = safe_reward_fn(score, timeout_s=0.05)
+    assert reward.__name__ == "score"
+    completions = ["raise", "slow", "nan", "inf", "none", "str", "ok", "other"]
+    start = time.monotonic()
+    got = reward(
+        prompts=["p"] * len(completions),
+        completions=completions,
+        completion_ids=[[0]] * len(completions),
+        answer=["123"] * len(completions),
+        trainer_state=None,
+        log_extra=None,
+        log_metric=None,
+    )
+    assert time.monotonic() - start < 2.0  # the 5 s sleep was interrupted
+    assert got == [None, None, None, None, None, None, 0.5, 3.0]
+    # Conversational completions: the last message's text is scored.
+    assert reward(prompts=["p"], completions=[[{"role": "assistant", "content": "ok"}]], answer=["1"]) == [0.5]
+
+
+def test_safe_reward_fn_deadline_off_the_main_thread():
+    """No SIGALRM outside the main thread: the late result is discarded instead."""
+    reward = safe_reward_fn(lambda text, row: time.sleep(0.1) or 1.0, timeout_s=0.02)
+    out = []
+    worker = threading.Thread(target=lambda: out.append(reward(prompts=["p"], completions=["c"])))
+    worker.start()
+    worker.join()
+    assert out == [[None]]
+    with pytest.raises(ValueError, match="timeout_s"):
+        safe_reward_fn(length_mod_3, timeout_s=0)
+
+
+# --------------------------------------------------------------------------- validation before training
+
+
+def test_config_rejects_bad_variants_naming_the_option():
+    with pytest.raises(ValueError, match="known rules") as err:
+        RLConfig(rule="pass_at_k_magic")
+    assert "pkpo" in str(err.value) and all(name in str(err.value) for name in list_rules())
+    with pytest.raises(ValueError, match=r"option k must be an integer in \[1, 4\]"):
+        RLConfig(rule="pkpo", rule_options={"k": 5}, num_generations=4)
+    with pytest.raises(ValueError, match="unknown option"):
+        RLConfig(rule="rloo", rule_options={"k": 2})
+    with pytest.raises(ValueError, match="needs binary rewards"):
+        RLConfig(rule="loo_maj_at_k").resolve(binary_rewards=False, has_answer_class=True)
+    with pytest.raises(ValueError, match="answer_class"):
+        RLConfig(rule="loo_maj_at_k").resolve(binary_rewards=True, has_answer_class=False)
+    with pytest.raises(ValueError, match="decay"):  # caught by the dry run, before training
+        RLConfig(rule="cat_best_of_n", rule_options={"n_target": 4, "quantile": "time_weighted"}).resolve(
+            binary_rewards=False, has_answer_class=False
+        )
+    options = RLConfig(rule="pkpo", rule_options={"k": 2}).resolve(binary_rewards=False, has_answer_class=False)
+    assert options == {"k": 2}
+    assert RLConfig(rule="dr_grpo").resolved_loss_type == "dr_grpo"
+    assert RLConfig(rule="rloo").resolved_loss_type == "dapo"
+
+
+def test_train_rl_fails_before_building_the_trainer(policy, rows, tmp_path, monkeypatch):
+    def no_trainer(*args, **kwargs):
+        raise AssertionError("the trainer was built")
+
+    monkeypatch.setattr(rl, "StrategyGRPOTrainer", no_trainer)
+    model, tokenizer = policy
+    common = dict(reward_fn=first_char_is_digit, seed=0)
+    with pytest.raises(ValueError, match="needs binary rewards"):
+        train_rl(model, tokenizer, rows["train"], _optim(1), tmp_path, config=_config("loo_maj_at_k"),
+                 answer_class=first_char, binary_rewards=False, **common)
+    with pytest.raises(ValueError, match="batch_size"):
+        train_rl(model, tokenizer, rows["train"], _optim(1).model_copy(update={"batch_size": 6}), tmp_path,
+                 config=_config("rloo"), **common)
+    assert not tmp_path.joinpath("checkpoint-1").exists()
+
+
+def test_trainer_checks_the_pinned_trl_version(policy, rows, tmp_path, monkeypatch):
+    with pytest.raises(RuntimeError, match=r"trl 1\.16\.x.*trl 1\.17\.0"):
+        check_trl_version("1.17.0")
+    check_trl_version("1.16.3")
+    monkeypatch.setattr(rl.trl, "__version__", "2.0.0")
+    with pytest.raises(RuntimeError, match="2.0.0"):
+        _trainer(policy, rows, tmp_path, _config("rloo"), length_mod_3, steps=1)
+
+
+# --------------------------------------------------------------------------- resuming
+
+
+class _Crash(TrainerCallback):
+    def on_step_begin(self, args, state, control, **kwargs):
+        if state.global_step == 3:
+            raise KeyboardInterrupt("simulated interruption at step 3")
+
+
+def test_interrupted_run_resumes_with_its_reward_history(policy, rows, tmp_path, monkeypatch):
+    model, tokenizer = policy
+    calls = []
+
+    def spy(rule, rewards, **kwargs):
+        if rewards.shape[0] == BATCH // N:  # not the dry run's (1, n) group
+            calls.append((kwargs["step"], len(kwargs["history"]), sorted(set(kwargs["history"].steps.tolist()))))
+        return compute_advantages(rule, rewards, **kwargs)
+
+    monkeypatch.setattr(rl, "compute_advantages", spy)
+    config = _config("cat_best_of_n", {"n_target": 8, "quantile": "history"})
+    optim = _optim(4, checkpoint_every=2)
+    run = dict(config=config, reward_fn=length_mod_3, seed=0)
+    with pytest.raises(KeyboardInterrupt):
+        train_rl(model, tokenizer, rows["train"], optim, tmp_path / "ck", callbacks=[_Crash()], **run)
+    assert (tmp_path / "ck" / "checkpoint-2" / rl.RL_STATE_FILE).is_file()
+    assert [c[0] for c in calls] == [0, 1, 2]
+
+    calls.clear()
+    metrics = train_rl(model, tokenizer, rows["train"], optim, tmp_path / "ck", **run)
+    assert metrics["resumed_from_step"] == 2.0
+    # The resumed run starts at step 2 with the history saved at step 2: steps 0 and 1, two batches.
+    assert calls == [(2, 2 * BATCH, [0, 1]), (3, 3 * BATCH, [0, 1, 2])]
+    assert not (tmp_path / "ck").exists()
