@@ -11,7 +11,7 @@ from prefect.cache_policies import NO_CACHE
 
 from aligntrain.stages import evaluation, prepare, training
 
-_task = dict(cache_policy=NO_CACHE, log_prints=True)
+_task = dict(cache_policy=NO_CACHE)
 
 # prepare
 generate_rows = task(prepare.generate_rows, name="generate-rows", **_task)

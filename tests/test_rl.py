@@ -19,8 +19,7 @@ from transformers import TrainerCallback
 import aligntrain.training.rl as rl
 from aligntrain.advantages import RewardHistory, compute_advantages, list_rules
 from aligntrain.config import OptimConfig
-from aligntrain.models import build_char_tokenizer, build_tiny_llama
-from aligntrain.problems.arith import generate_splits
+from aligntrain.problems import get_problem
 from aligntrain.training.rl import (
     RLConfig,
     StrategyGRPOTrainer,
@@ -38,21 +37,6 @@ DIGITS = set("0123456789")
 
 
 # --------------------------------------------------------------------------- fixtures and helpers
-
-
-@pytest.fixture(scope="module")
-def rows():
-    return generate_splits({"train": 48, "validation": 8, "test": 6}, [1, 2], seed=0)
-
-
-@pytest.fixture()
-def policy(rows):
-    texts = [r[f] for split in rows.values() for r in split for f in ("prompt", "completion")]
-    tokenizer = build_char_tokenizer(texts)
-    model = build_tiny_llama(
-        tokenizer, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, max_length=128, seed=0
-    )
-    return model, tokenizer
 
 
 def length_mod_3(text, row):
@@ -76,9 +60,9 @@ def _config(rule, options=None, **kw):
     return RLConfig(rule=rule, rule_options=options or {}, num_generations=N, max_completion_length=10, **kw)
 
 
-def _trainer(policy, rows, tmp_path, config, reward, steps, answer_class=None, binary=None):
-    model, tokenizer = policy
-    train = rows["train"]
+def _trainer(tiny_model, arith_rows, tmp_path, config, reward, steps, answer_class=None, binary=None):
+    model, tokenizer = tiny_model
+    train = arith_rows["train"]
     data = Dataset.from_dict({c: [r[c] for r in train] for c in ("prompt", "answer")})
     return StrategyGRPOTrainer(
         model=model,
@@ -149,19 +133,19 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_rule_advantages_reach_the_loss_and_history_persists(case, policy, rows, tmp_path):
+def test_rule_advantages_reach_the_loss_and_history_persists(case, tiny_model, arith_rows, tmp_path):
     spec = CASES[case]
     rule, options, reward = spec["rule"], spec.get("options", {}), spec["reward"]
     answer_class = spec.get("answer_class")
     trainer = _trainer(
-        policy, rows, tmp_path, _config(rule, options), reward, steps=2,
+        tiny_model, arith_rows, tmp_path, _config(rule, options), reward, steps=2,
         answer_class=answer_class, binary=spec.get("binary"),
     )
     seen = _capture_loss_inputs(trainer)
     trainer.train()
     assert len(seen) == 2
 
-    _, tokenizer = policy
+    _, tokenizer = tiny_model
     history = RewardHistory()  # the test's own history, built from the recomputed rewards
     for step, inputs in enumerate(seen):
         index, texts = _groups(inputs, tokenizer)
@@ -184,12 +168,12 @@ def test_rule_advantages_reach_the_loss_and_history_persists(case, policy, rows,
 
 
 @pytest.mark.parametrize("loss_type", ["dapo", "dr_grpo"])
-def test_loss_gradient_is_advantage_weighted_score(loss_type, policy, rows, tmp_path):
+def test_loss_gradient_is_advantage_weighted_score(loss_type, tiny_model, arith_rows, tmp_path):
     """∇loss = −(1/Z) Σ_i A_i ∇ℓ_i with Z = completion tokens (dapo) or B·max_completion_length (dr_grpo);
     zero advantages give a zero gradient (beta = 0)."""
-    model, _ = policy
+    model, _ = tiny_model
     config = _config("rloo", loss_type=loss_type)
-    trainer = _trainer(policy, rows, tmp_path, config, length_mod_3, steps=1)
+    trainer = _trainer(tiny_model, arith_rows, tmp_path, config, length_mod_3, steps=1)
     params = [p for p in model.parameters() if p.requires_grad]
     checks = []
     original = trainer.compute_loss
@@ -216,9 +200,9 @@ def test_loss_gradient_is_advantage_weighted_score(loss_type, policy, rows, tmp_
         assert torch.equal(z, torch.zeros_like(z))
 
 
-def test_rule_gets_sequence_logps_and_answers(policy, rows, tmp_path, monkeypatch):
+def test_rule_gets_the_sequence_logps(tiny_model, arith_rows, tmp_path, monkeypatch):
     """The logps the rule receives are the completions' summed log-probs under the sampling weights."""
-    model, tokenizer = policy
+    model, _ = tiny_model
     received = []
 
     def spy(rule, rewards, **kwargs):
@@ -227,22 +211,22 @@ def test_rule_gets_sequence_logps_and_answers(policy, rows, tmp_path, monkeypatc
 
     monkeypatch.setattr(rl, "compute_advantages", spy)
     config = _config("cat_pass_at_n", {"n_target": 8, "p_source": "sequence"})
-    trainer = _trainer(policy, rows, tmp_path, config, first_char_is_digit, steps=1, binary=True)
+    trainer = _trainer(tiny_model, arith_rows, tmp_path, config, first_char_is_digit, steps=1, binary=True)
     references = []
     original = trainer.compute_loss
 
     def loss_spy(model_, inputs, *args, **kwargs):  # weights are still those that sampled the batch
         with torch.no_grad():
-            index, texts = _groups(inputs, tokenizer)
-            references.append(_teacher_forced_logps(model, inputs)[index])
+            references.append(_teacher_forced_logps(model, inputs))
         return original(model_, inputs, *args, **kwargs)
 
     trainer.compute_loss = loss_spy
     trainer.train()
     (kwargs,), (reference,) = received, references
     assert tuple(kwargs["logps"].shape) == (BATCH // N, N)
-    # Groups (and rows within a group) may come in another order after TRL's shuffle: compare sorted values.
-    torch.testing.assert_close(kwargs["logps"].flatten().sort().values, reference.flatten().sort().values, rtol=1e-4, atol=1e-4)
+    # Rows reach the loss shuffled: compare sorted values.
+    got, want = kwargs["logps"].flatten().sort().values, reference.flatten().sort().values
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
     assert kwargs["step"] == 0 and kwargs["n_target"] == 8
 
 
@@ -261,11 +245,11 @@ def _pkpo_k2(rewards):
     return (2 / (n - 1)) * (rewards[:, :, None] - rewards[:, None, :]).clamp(min=0).sum(dim=2)
 
 
-def test_unscorable_samples_get_zero_advantage_and_are_counted(policy, rows, tmp_path):
-    _, tokenizer = policy
+def test_unscorable_samples_get_zero_advantage_and_are_counted(tiny_model, arith_rows, tmp_path):
+    _, tokenizer = tiny_model
     steps = 3
     config = _config("pkpo", {"k": 2})
-    trainer = _trainer(policy, rows, tmp_path, config, _raises_on_multiples_of_3, steps=steps)
+    trainer = _trainer(tiny_model, arith_rows, tmp_path, config, _raises_on_multiples_of_3, steps=steps)
     seen = _capture_loss_inputs(trainer)
     trainer.train()
     assert trainer.state.global_step == steps  # training went on
@@ -294,7 +278,7 @@ def test_unscorable_samples_get_zero_advantage_and_are_counted(policy, rows, tmp
     assert len(trainer.reward_history) == steps * BATCH - sum(counts)
 
 
-def test_unscorable_binary_rule_sees_zero_and_no_answer(policy, rows, tmp_path, monkeypatch):
+def test_unscorable_binary_rule_sees_zero_and_no_answer(tiny_model, arith_rows, tmp_path, monkeypatch):
     """A binary rule cannot take a group mean: the unscorable rollout enters as reward 0 with answer None."""
     received = []
 
@@ -310,7 +294,7 @@ def test_unscorable_binary_rule_sees_zero_and_no_answer(policy, rows, tmp_path, 
         return first_char_is_digit(text, row)
 
     config = _config("loo_maj_at_k")
-    trainer = _trainer(policy, rows, tmp_path, config, reward, steps=3, answer_class=first_char, binary=True)
+    trainer = _trainer(tiny_model, arith_rows, tmp_path, config, reward, steps=3, answer_class=first_char, binary=True)
     trainer.train()
     crashed = 0
     for rewards, answers in received:
@@ -327,11 +311,12 @@ def test_safe_reward_fn_contains_failures():
             raise KeyError("boom")
         if text == "slow":
             time.sleep(5)
-        return {"nan": math.nan, "inf": math.inf, "none": None, "str": "1", "ok": 0.5}.get(text, float(len(row["answer"])))
+        returns = {"nan": math.nan, "inf": math.inf, "none": None, "str": "1", "ok": 0.5, "bool": True}
+        return returns.get(text, float(len(row["answer"])))
 
     reward = safe_reward_fn(score, timeout_s=0.05)
     assert reward.__name__ == "score"
-    completions = ["raise", "slow", "nan", "inf", "none", "str", "ok", "other"]
+    completions = ["raise", "slow", "nan", "inf", "none", "str", "ok", "bool", "other"]
     start = time.monotonic()
     got = reward(
         prompts=["p"] * len(completions),
@@ -343,7 +328,7 @@ def test_safe_reward_fn_contains_failures():
         log_metric=None,
     )
     assert time.monotonic() - start < 2.0  # the 5 s sleep was interrupted
-    assert got == [None, None, None, None, None, None, 0.5, 3.0]
+    assert got == [None, None, None, None, None, None, 0.5, 1.0, 3.0]
     # Conversational completions: the last message's text is scored.
     assert reward(prompts=["p"], completions=[[{"role": "assistant", "content": "ok"}]], answer=["1"]) == [0.5]
 
@@ -385,29 +370,51 @@ def test_config_rejects_bad_variants_naming_the_option():
     assert RLConfig(rule="rloo").resolved_loss_type == "dapo"
 
 
-def test_train_rl_fails_before_building_the_trainer(policy, rows, tmp_path, monkeypatch):
+def test_train_rl_fails_before_building_the_trainer(tiny_model, arith_rows, tmp_path, monkeypatch):
     def no_trainer(*args, **kwargs):
         raise AssertionError("the trainer was built")
 
     monkeypatch.setattr(rl, "StrategyGRPOTrainer", no_trainer)
-    model, tokenizer = policy
+    model, tokenizer = tiny_model
     common = dict(reward_fn=first_char_is_digit, seed=0)
     with pytest.raises(ValueError, match="needs binary rewards"):
-        train_rl(model, tokenizer, rows["train"], _optim(1), tmp_path, config=_config("loo_maj_at_k"),
+        train_rl(model, tokenizer, arith_rows["train"], _optim(1), tmp_path, config=_config("loo_maj_at_k"),
                  answer_class=first_char, binary_rewards=False, **common)
     with pytest.raises(ValueError, match="batch_size"):
-        train_rl(model, tokenizer, rows["train"], _optim(1).model_copy(update={"batch_size": 6}), tmp_path,
+        train_rl(model, tokenizer, arith_rows["train"], _optim(1).model_copy(update={"batch_size": 6}), tmp_path,
                  config=_config("rloo"), **common)
-    assert not tmp_path.joinpath("checkpoint-1").exists()
 
 
-def test_trainer_checks_the_pinned_trl_version(policy, rows, tmp_path, monkeypatch):
+def test_train_rl_with_the_arith_problem(tiny_model, arith_rows, tmp_path):
+    """The registry's reward and answer parser plug straight in; each row's gold answer reaches the reward."""
+    problem = get_problem("arith")
+    model, tokenizer = tiny_model
+    seen = []
+
+    def reward(text, row):
+        seen.append(row)
+        return problem.reward(text, row)
+
+    metrics = train_rl(
+        model, tokenizer, arith_rows["train"], _optim(2), tmp_path / "ck", config=_config("loo_maj_at_k"),
+        reward_fn=reward, answer_class=problem.answer_class, binary_rewards=problem.binary_rewards, seed=0,
+    )
+    assert metrics["resumed_from_step"] == 0.0 and metrics["unscorable_total"] == 0.0
+    assert math.isfinite(metrics["reward"])
+    assert len(seen) == 2 * BATCH
+    by_prompt = {r["prompt"]: r for r in arith_rows["train"]}
+    for row in seen:
+        assert row["answer"] == by_prompt[row["prompt"]]["answer"] and "completion" not in row
+    assert not (tmp_path / "ck").exists()
+
+
+def test_trainer_checks_the_pinned_trl_version(tiny_model, arith_rows, tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match=r"trl 1\.16\.x.*trl 1\.17\.0"):
         check_trl_version("1.17.0")
     check_trl_version("1.16.3")
     monkeypatch.setattr(rl.trl, "__version__", "2.0.0")
     with pytest.raises(RuntimeError, match="2.0.0"):
-        _trainer(policy, rows, tmp_path, _config("rloo"), length_mod_3, steps=1)
+        _trainer(tiny_model, arith_rows, tmp_path, _config("rloo"), length_mod_3, steps=1)
 
 
 # --------------------------------------------------------------------------- resuming
@@ -419,8 +426,8 @@ class _Crash(TrainerCallback):
             raise KeyboardInterrupt("simulated interruption at step 3")
 
 
-def test_interrupted_run_resumes_with_its_reward_history(policy, rows, tmp_path, monkeypatch):
-    model, tokenizer = policy
+def test_interrupted_run_resumes_with_its_reward_history(tiny_model, arith_rows, tmp_path, monkeypatch):
+    model, tokenizer = tiny_model
     calls = []
 
     def spy(rule, rewards, **kwargs):
@@ -433,12 +440,12 @@ def test_interrupted_run_resumes_with_its_reward_history(policy, rows, tmp_path,
     optim = _optim(4, checkpoint_every=2)
     run = dict(config=config, reward_fn=length_mod_3, seed=0)
     with pytest.raises(KeyboardInterrupt):
-        train_rl(model, tokenizer, rows["train"], optim, tmp_path / "ck", callbacks=[_Crash()], **run)
+        train_rl(model, tokenizer, arith_rows["train"], optim, tmp_path / "ck", callbacks=[_Crash()], **run)
     assert (tmp_path / "ck" / "checkpoint-2" / rl.RL_STATE_FILE).is_file()
     assert [c[0] for c in calls] == [0, 1, 2]
 
     calls.clear()
-    metrics = train_rl(model, tokenizer, rows["train"], optim, tmp_path / "ck", **run)
+    metrics = train_rl(model, tokenizer, arith_rows["train"], optim, tmp_path / "ck", **run)
     assert metrics["resumed_from_step"] == 2.0
     # The resumed run starts at step 2 with the history saved at step 2: steps 0 and 1, two batches.
     assert calls == [(2, 2 * BATCH, [0, 1]), (3, 3 * BATCH, [0, 1, 2])]

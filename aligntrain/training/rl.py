@@ -71,9 +71,9 @@ SUPPORTED_TRL = "1.16"
 RL_STATE_FILE = "aligntrain_rl_state.pt"
 
 #: ``fn(completion_text, row) -> reward``: row holds the prompt and the dataset's other columns
-SampleReward = Callable[[str, Mapping[str, Any]], "float | None"]
+SampleReward = Callable[[str, Mapping[str, Any]], float | None]
 #: ``answer_class(completion_text) -> hashable class or None (unparseable)``
-AnswerClass = Callable[[str], "Hashable | None"]
+AnswerClass = Callable[[str], Hashable | None]
 #: keyword arguments TRL adds to a reward function's call that are not dataset columns
 _TRL_REWARD_KWARGS = frozenset({"completion_ids", "trainer_state", "log_extra", "log_metric", "environments"})
 
@@ -181,7 +181,7 @@ def safe_reward_fn(fn: SampleReward, timeout_s: float | None = None) -> Callable
     ``fn(completion_text, row)`` gets the completion's text and a row of the
     prompt plus every other dataset column (e.g. the gold ``"answer"``). A sample
     whose call raises, runs past ``timeout_s`` seconds, or returns None, NaN, ±inf
-    or a non-number scores ``None``: TRL turns it into NaN and, as the only reward
+    or a non-number scores ``None`` (a bool counts as 0/1): TRL turns it into NaN and, as the only reward
     function, marks the sample unscorable (advantage 0, counted in ``unscorable``).
 
     The deadline interrupts ``fn`` with SIGALRM when called from the main thread
@@ -214,14 +214,16 @@ def _score_one(fn: SampleReward, text: str, row: Mapping[str, Any], timeout_s: f
         with _deadline(timeout_s):
             value = fn(text, row)
     except Exception as err:  # any failure of one sample makes that sample unscorable, not the run
-        logger.warning("reward %s failed on a sample (%s: %s); scored as unscorable", _name(fn), type(err).__name__, err)
+        logger.warning("reward %s failed on a sample (%s: %s): unscorable", _name(fn), type(err).__name__, err)
         return None
     if timeout_s is not None and time.monotonic() - start > timeout_s:
-        logger.warning("reward %s ran past %.3g s on a sample; scored as unscorable", _name(fn), timeout_s)
+        logger.warning("reward %s ran past %.3g s on a sample: unscorable", _name(fn), timeout_s)
         return None
-    if not isinstance(value, numbers.Real) or isinstance(value, bool) or not math.isfinite(value):
+    if value is not None and not isinstance(value, numbers.Real):
+        logger.warning("reward %s returned a %s, not a number: unscorable", _name(fn), type(value).__name__)
         return None
-    return float(value)
+    # None, NaN and ±inf are unscorable; a bool counts as 0/1.
+    return float(value) if value is not None and math.isfinite(value) else None
 
 
 def _name(fn: Callable) -> str:
@@ -231,8 +233,8 @@ def _name(fn: Callable) -> str:
 @contextmanager
 def _deadline(timeout_s: float | None):
     """Raise :class:`RewardTimeout` inside the block after ``timeout_s`` (main thread, SIGALRM only)."""
-    usable = timeout_s is not None and hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
-    if not usable:
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    if timeout_s is None or not hasattr(signal, "setitimer") or not in_main_thread:
         yield
         return
 
@@ -423,8 +425,8 @@ class StrategyGRPOTrainer(GRPOTrainer):
     def _save_checkpoint(self, model, trial):
         super()._save_checkpoint(model, trial)
         if self.args.should_save:
-            folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
-            torch.save(self.rl_state(), os.path.join(folder, RL_STATE_FILE))
+            folder = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            torch.save(self.rl_state(), os.path.join(self._get_output_dir(trial=trial), folder, RL_STATE_FILE))
 
     def _load_optimizer_and_scheduler(self, checkpoint):
         super()._load_optimizer_and_scheduler(checkpoint)
