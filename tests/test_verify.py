@@ -1,18 +1,27 @@
 """Answer extraction and equivalence on untrusted completions (aligntrain.verify).
 
 References are independent of the parser under test: hand-computed classes,
-``fractions.Fraction`` values built alongside generated expressions, and
-Python's own ``ast`` grammar for random strings over the whitelist alphabet.
+``fractions.Fraction`` values built alongside generated expressions, Python's
+own ``ast`` grammar for random strings over the whitelist alphabet, and
+80-digit ``decimal`` values (pi from a literal) built alongside generated LaTeX
+expressions and computed from the class strings by a small ``ast`` evaluator
+(no sympy).
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import math
 import operator
+import os
+import re
+import subprocess
+import sys
 import time
 import types
 from concurrent.futures import ThreadPoolExecutor
+from decimal import Context, Decimal
 from fractions import Fraction
 
 import pytest
@@ -23,8 +32,12 @@ from aligntrain import verify
 from aligntrain.verify import (
     ANSWER_MARKER,
     MAX_ANSWER_CHARS,
+    MAX_EXPANDED_TERMS,
+    MAX_EXPONENT,
+    MAX_GROUP_DEPTH,
     MAX_NUMBER_DIGITS,
-    MAX_PAREN_DEPTH,
+    MAX_RADICALS,
+    MAX_ROOT_INDEX,
     Verdict,
     canonical_answer,
     extract_answer,
@@ -83,6 +96,240 @@ def test_equal_and_different_answers():
     assert not is_correct("x #### 18\n", "17")
 
 
+@pytest.mark.parametrize(
+    "same_value",
+    [
+        ["\\frac{1}{2}", "0.5", "1/2", "\\dfrac{1}{2}", "\\tfrac{1}{2}", "2^{-1}", "2**-1", ".5"],
+        ["\\sqrt{8}", "2\\sqrt{2}", "\\sqrt{2}\\cdot 2", "2 \\times \\sqrt{2}", "\\frac{4}{\\sqrt{2}}",
+         "\\sqrt[4]{64}"],
+        ["\\frac{\\sqrt{3}}{3}", "1/\\sqrt{3}", "\\frac{1}{\\sqrt{3}}", "\\sqrt{\\frac{1}{3}}",
+         "\\frac{\\sqrt{12}}{6}"],
+        ["\\pi/2", "\\frac{\\pi}{2}", "\\frac{1}{2}\\pi", "0.5\\pi", "\\pi\\cdot 0.5", "\\frac{2\\pi}{4}"],
+        ["1,000", "1000", "1000.0", "\\boxed{1,000}", "$1,000$", "10^3", "999+1"],
+        ["12,345,678.5", "12345678.5", "24691357/2"],
+        ["\\boxed{42}", "42", "$42$", "$\\boxed{42}$", "\\boxed{ 42 }", "\\boxed{\\frac{84}{2}}"],
+        ["3^2", "9", "3**2", "3^{2}", "(-3)^2", "\\left(-3\\right)^2", "\\sqrt{81}", "3 ^ 2"],
+        ["-\\frac{7}{2}", "-3.5", "\\frac{-7}{2}", "\\frac{7}{-2}", "-7/2", "-3^2/2+1"],
+        ["\\frac{1}{1+\\sqrt{2}}", "\\sqrt{2}-1", "-1+\\sqrt{2}", "\\frac{\\sqrt{2}-1}{1}"],
+        ["(1+\\sqrt{2})^2", "3+2\\sqrt{2}", "2\\sqrt{2}+3", "\\sqrt{8}+3"],
+        ["\\frac{1+\\sqrt{5}}{2}", "\\frac{1}{2}+\\frac{\\sqrt{5}}{2}", "\\frac{2}{\\sqrt{5}-1}", "0.5+0.5\\sqrt{5}"],
+        ["\\frac{1}{\\sqrt{3}-\\sqrt{2}}", "\\sqrt{2}+\\sqrt{3}"],
+        ["\\frac{1}{\\sqrt{2}+\\sqrt{3}+\\sqrt{5}}", "\\frac{2\\sqrt{3}+3\\sqrt{2}-\\sqrt{30}}{12}"],
+        ["\\frac{2}{2\\pi+2}", "\\frac{1}{\\pi+1}", "(\\pi+1)^{-1}", "\\frac{1}{1+\\pi}"],
+        ["1+\\frac{1}{\\pi+1}", "\\frac{\\pi+2}{\\pi+1}"],
+        ["\\frac{\\pi^2-1}{\\pi-1}", "\\pi+1"],
+        ["\\sqrt[3]{16}", "2\\sqrt[3]{2}", "\\sqrt[3]{2}\\cdot 2"],
+        ["\\sqrt[3]{-8}", "-2", "-\\sqrt[3]{8}"],
+        ["50\\%", "50%", "50", "\\boxed{50\\%}", "$50\\%$"],
+        ["\\pi^2", "\\pi\\pi", "\\pi\\cdot\\pi", "\\pi \\times \\pi"],
+        ["\\sqrt{2}\\sqrt{3}", "\\sqrt{6}", "\\sqrt{2}\\cdot\\sqrt{3}"],
+        ["1/2\\sqrt{3}", "\\frac{1}{2\\sqrt{3}}", "\\frac{\\sqrt{3}}{6}"],  # juxtaposition binds tighter than /
+        ["\\sqrt{\\pi^2}", "\\pi"],
+        ["\\sqrt{2}^{8}", "16"],
+    ],
+)
+def test_equal_values_share_one_class(same_value):
+    classes = {text: canonical_answer(text) for text in same_value}
+    assert None not in classes.values(), classes
+    assert len(set(classes.values())) == 1, classes
+
+
+@pytest.mark.parametrize(
+    ("text", "other"),
+    [
+        ("\\sqrt{2}", "1.414"),
+        ("\\sqrt{2}", "1.4142135623730950488016887242097"),
+        ("\\pi", "3.14159"),
+        ("\\pi", "\\frac{22}{7}"),
+        ("\\sqrt{2}", "\\sqrt{3}"),
+        ("\\sqrt{2}", "2"),
+        ("2\\pi", "\\pi^2"),
+        ("\\sqrt[3]{2}", "\\sqrt{2}"),
+        ("\\frac{1}{\\pi}", "\\pi"),
+        ("\\sqrt{2}+1", "\\sqrt{2}-1"),
+        ("1,000", "1"),
+        ("50\\%", "0.5"),  # [choice] the percent sign is dropped, not read as /100
+        ("-\\frac{7}{2}", "\\frac{7}{2}"),
+        ("\\frac{1}{2}\\pi", "\\frac{1}{2\\pi}"),
+    ],
+)
+def test_different_values_get_different_classes(text, other):
+    assert canonical_answer(text) is not None and canonical_answer(other) is not None
+    assert canonical_answer(text) != canonical_answer(other)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("\\sqrt{8}", "2*sqrt(2)"),
+        ("\\frac{1}{\\sqrt{3}}", "sqrt(3)/3"),
+        ("\\frac{\\pi}{2}", "pi/2"),
+        ("\\frac{1}{1+\\sqrt{2}}", "-1 + sqrt(2)"),
+        ("\\frac{1}{\\pi+1}", "1/(1 + pi)"),
+        ("\\sqrt[3]{16}", "2*2**(1/3)"),
+        ("-\\frac{3}{4}", "-3/4"),
+        ("\\boxed{1,000}", "1000"),
+    ],
+)
+def test_class_format(text, expected):
+    """Pools store these strings: rationals as str(Fraction), others as sympy's str."""
+    assert canonical_answer(text) == expected
+
+
+def test_known_incompleteness_is_sound():
+    """[choice] No denesting: an equal value in nested form gets another class (graded wrong, never right)."""
+    assert canonical_answer("\\sqrt{3+2\\sqrt{2}}") != canonical_answer("1+\\sqrt{2}")
+
+
+# ---------------------------------------------------------------------------
+# Classes against 80-digit decimal references
+
+_DECIMAL = Context(prec=80)
+_PI = Decimal("3.14159265358979323846264338327950288419716939937510582097494459230781640628620899863")
+
+
+def _decimal_of_class(answer_class: str) -> Decimal:
+    """The value of a class string ("-1 + sqrt(2)", "2**(2/3)/2", "1/(1 + pi)")
+    by an ``ast`` walk in 80-digit decimal arithmetic: no sympy involved."""
+    binary = {ast.Add: _DECIMAL.add, ast.Sub: _DECIMAL.subtract, ast.Mult: _DECIMAL.multiply, ast.Div: _DECIMAL.divide}
+
+    def value(node: ast.AST) -> Decimal:
+        if isinstance(node, ast.BinOp) and type(node.op) in binary:
+            return binary[type(node.op)](value(node.left), value(node.right))
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+            base, exponent = value(node.left), value(node.right)
+            return _DECIMAL.power(base, int(exponent) if exponent == exponent.to_integral_value() else exponent)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return _DECIMAL.minus(value(node.operand))
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return Decimal(node.value)
+        if isinstance(node, ast.Name) and node.id == "pi":
+            return _PI
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "sqrt":
+            return _DECIMAL.sqrt(value(node.args[0]))
+        raise LookupError(ast.dump(node))
+
+    return value(ast.parse(answer_class, mode="eval").body)
+
+
+def _decimal(value: Fraction | int) -> Decimal:
+    value = Fraction(value)
+    return _DECIMAL.divide(value.numerator, value.denominator)
+
+
+def _close(a: Decimal, b: Decimal) -> bool:
+    return abs(a - b) <= Decimal("1e-40") * max(Decimal(1), abs(a), abs(b))
+
+
+def _leaf(kind: str, k: int, n: int) -> tuple[str, Decimal | None, int]:
+    """A LaTeX leaf, its decimal value, and its exponent degree (1)."""
+    if kind == "integer":
+        return str(n), Decimal(n), 1
+    if kind == "fraction":
+        return f"\\frac{{{n}}}{{{k}}}", _DECIMAL.divide(n, k), 1
+    if kind == "square root":
+        return f"{k}\\sqrt{{{n + 1}}}", _DECIMAL.multiply(k, _DECIMAL.sqrt(n + 1)), 1
+    if kind == "cube root":
+        return f"\\sqrt[3]{{{n + 1}}}", _DECIMAL.power(Decimal(n + 1), _DECIMAL.divide(1, 3)), 1
+    return "\\pi", _PI, 1
+
+
+_LEAVES = st.builds(
+    _leaf,
+    st.sampled_from(["integer", "fraction", "square root", "cube root", "pi"]),
+    st.integers(1, 6),
+    st.integers(0, 30),
+)
+
+
+def _latex_combine(children):
+    def build(left, op, right, exponent):
+        (left_text, left_value, left_degree), (right_text, right_value, right_degree) = left, right
+        degree = max(left_degree, right_degree)
+        unknown = left_value is None or right_value is None
+        if op == "frac":
+            zero = not unknown and abs(right_value) < Decimal("1e-60")
+            value = None if unknown or zero else _DECIMAL.divide(left_value, right_value)
+            return f"\\frac{{{left_text}}}{{{right_text}}}", value, degree
+        if op == "power":
+            zero = left_value is not None and abs(left_value) < Decimal("1e-60")
+            value = None if left_value is None or (zero and exponent < 0) else _DECIMAL.power(left_value, exponent)
+            return f"\\left({left_text}\\right)^{{{exponent}}}", value, left_degree * abs(exponent)
+        function = {"+": _DECIMAL.add, "-": _DECIMAL.subtract, "\\cdot": _DECIMAL.multiply}[op]
+        value = None if unknown else function(left_value, right_value)
+        return f"({left_text}){op}({right_text})", value, degree
+
+    operators = st.sampled_from(["+", "-", "\\cdot", "frac", "power"])
+    return st.builds(build, children, operators, children, st.sampled_from([-2, -1, 2, 3]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.recursive(_LEAVES, _latex_combine, max_leaves=4))
+def test_classes_keep_the_value_of_generated_latex(expression):
+    """The class string evaluates (independently) to the text's decimal value;
+    within the bounds every value is accepted, and a zero divisor is None."""
+    text, value, degree = expression
+    answer_class = canonical_answer(text, timeout_s=30.0)
+    if value is None:
+        assert answer_class is None
+    elif len(text) <= MAX_ANSWER_CHARS and degree <= MAX_EXPONENT:  # <= 4 leaves: radical and term bounds hold
+        assert answer_class is not None
+        assert _close(_decimal_of_class(answer_class), value), (answer_class, value)
+    elif answer_class is not None:
+        assert _close(_decimal_of_class(answer_class), value), (answer_class, value)
+
+
+def _latex_rational(value: Fraction) -> str:
+    if value.denominator == 1:
+        return str(value.numerator)
+    sign = "-" if value < 0 else ""
+    return f"{sign}\\frac{{{abs(value.numerator)}}}{{{value.denominator}}}"
+
+
+_SMALL_FRACTIONS = st.builds(Fraction, st.integers(-12, 12), st.integers(1, 9))
+
+
+@settings(max_examples=120, deadline=None)
+@given(_SMALL_FRACTIONS, _SMALL_FRACTIONS, st.sampled_from([2, 3, 5, 6, 7, 10, 11, 13]), st.integers(2, 4))
+def test_forms_of_a_plus_b_root_n_share_one_class(a, b, n, k):
+    """a + b*sqrt(n) written four ways, each rewriting computed with Fractions."""
+    common = math.lcm(a.denominator, b.denominator)
+    forms = [
+        f"{_latex_rational(a)}+{_latex_rational(b)}\\sqrt{{{n}}}",
+        f"\\frac{{{a * common}+{b * common}\\sqrt{{{n}}}}}{{{common}}}",
+        f"{_latex_rational(a)}+{_latex_rational(b / k)}\\sqrt{{{n * k * k}}}",  # sqrt(n k^2) = k sqrt(n)
+    ]
+    norm = a * a - n * b * b  # (a + b sqrt n)(a - b sqrt n); nonzero unless a = b = 0 (n is squarefree)
+    if norm != 0:
+        forms.append(f"\\frac{{{_latex_rational(norm)}}}{{{_latex_rational(a)}-{_latex_rational(b)}\\sqrt{{{n}}}}}")
+    classes = {form: canonical_answer(form) for form in forms}
+    assert None not in classes.values() and len(set(classes.values())) == 1, classes
+    expected = _DECIMAL.add(_decimal(a), _DECIMAL.multiply(_decimal(b), _DECIMAL.sqrt(n)))
+    assert _close(_decimal_of_class(classes[forms[0]]), expected)
+
+
+@settings(max_examples=120, deadline=None)
+@given(_SMALL_FRACTIONS, _SMALL_FRACTIONS, st.integers(1, 9), st.integers(2, 5))
+def test_forms_of_pi_expressions_share_one_class(a, b, c, k):
+    """a + b*pi and c/(pi + a) written several ways (rewritings computed with Fractions)."""
+    common = math.lcm(a.denominator, b.denominator)
+    linear = [
+        f"{_latex_rational(a)}+{_latex_rational(b)}\\pi",
+        f"\\frac{{{a * common}+{b * common}\\pi}}{{{common}}}",
+        f"\\pi\\cdot{_latex_rational(b)}+{_latex_rational(a)}",
+    ]
+    reciprocal = [
+        f"\\frac{{{c}}}{{\\pi+{_latex_rational(a)}}}",
+        f"\\frac{{{c * k}}}{{{k}\\pi+{_latex_rational(a * k)}}}",
+        f"\\frac{{1}}{{\\frac{{\\pi}}{{{c}}}+{_latex_rational(a / c)}}}",
+    ]
+    for forms in (linear, reciprocal):
+        classes = {form: canonical_answer(form) for form in forms}
+        assert None not in classes.values() and len(set(classes.values())) == 1, classes
+    pi_plus_a = _DECIMAL.add(_PI, _decimal(a))
+    assert _close(_decimal_of_class(canonical_answer(reciprocal[0])), _DECIMAL.divide(c, pi_plus_a))
+
+
 # ---------------------------------------------------------------------------
 # Untrusted input: None, never an exception
 
@@ -95,15 +342,73 @@ def test_equal_and_different_answers():
         "   ",
         "abc",
         "9**9**9",
-        "2**3",
-        "2^3",
+        "2^999999",
+        "2^{999999}",
+        "2^{9}",
+        "2^{-9}",
+        "(2^3)^3",  # product of exponents 9
+        "2^{1.5}",
+        "2^{1,000}",
+        "2^{(1)}",
+        "2^x",
+        "2^\\pi",
+        "2^3^2",
+        "\\sqrt[100000]{2}",
+        "\\sqrt[1]{2}",
+        "\\sqrt[9]{2}",
+        "\\sqrt[2.5]{2}",
+        "\\sqrt[-2]{4}",
+        "\\sqrt{-4}",
+        "\\sqrt[4]{-16}",
+        "\\sqrt{3-\\pi}",
+        "\\sqrt2",
+        "\\sqrt{2}{3}",
+        "\\frac12",
+        "\\frac{1}{2}{3}",
+        "\\frac{1}",
+        "2\\frac{1}{2}",  # a mixed number in LaTeX habit: refused, not 1
+        "\\pi2",
+        "\\pix",
+        "\\text{5}",
+        "\\infty",
+        "\\sin{1}",
+        "\\boxed{\\boxed{1}}",
+        "\\boxed{1}+1",
+        "1+\\boxed{1}",
+        "\\boxed 1",
+        "$5",
+        "5$",
+        "$$5$$",
+        "\\$5",
+        "{1}",
+        "\\left(1\\right]",
+        "\\left(1)",
+        "\\left[1\\right]",
+        "%5",
+        "5%%",
+        "5\\%%",
+        "\\%",
+        "\\cdot 2",
+        "2\\times",
+        "1,00",
+        "1,0000",
+        "0,001",
+        "01,000",
+        "12,34",
+        "1, 000",
+        "1 000",
+        "1,000,00",
+        ",000",
+        "1,",
+        "√2",
+        "π",
+        "\\sqrt{2}\\sqrt{3}\\sqrt{5}\\sqrt{7}\\sqrt{11}",  # over MAX_RADICALS
         "7//2",
         "__import__('os')",
         "__import__('os').system('true')",
         "(lambda: 1)()",
         "1e3",
         "1E3",
-        "1,000",
         "1_000",
         "0x11",
         "1j",
@@ -135,6 +440,12 @@ def test_equal_and_different_answers():
         "1/0.0",
         "1/(2-2)",
         "5/(1/2-0.5)",
+        "\\frac{1}{0}",
+        "0^{-1}",
+        "(\\pi-\\pi)^{-1}",
+        "\\frac{1}{\\sqrt{2}-\\sqrt{2}}",
+        "\\frac{1}{\\sqrt{8}-2\\sqrt{2}}",
+        "\\frac{1}{(1+\\sqrt{2})^2-3-2\\sqrt{2}}",  # zero only after expansion
     ],
 )
 def test_malformed_and_hostile_answers_have_no_class(text):
@@ -148,10 +459,35 @@ def test_bounds_are_exact():
     assert canonical_answer("1." + "0" * MAX_NUMBER_DIGITS) is None
     assert canonical_answer(" " * (MAX_ANSWER_CHARS - 2) + "17") == "17"
     assert canonical_answer(" " * (MAX_ANSWER_CHARS - 1) + "17") is None
-    nested = "(" * MAX_PAREN_DEPTH + "1" + ")" * MAX_PAREN_DEPTH
+    nested = "(" * MAX_GROUP_DEPTH + "1" + ")" * MAX_GROUP_DEPTH
     assert canonical_answer(nested) == "1"
     assert canonical_answer("(" + nested + ")") is None
     assert canonical_answer("-" * (MAX_ANSWER_CHARS - 1) + "1") == "-1"  # 99 signs: odd
+    parens = MAX_GROUP_DEPTH - 3
+    mixed = "\\sqrt{\\sqrt{\\left(" + "(" * parens + "4" + ")" * parens + "\\right)}}"
+    assert canonical_answer(mixed) == "sqrt(2)"  # every kind of group counts towards the depth
+    assert canonical_answer(mixed.replace("4", "(4)")) is None
+    grouped = "9" + ",999" * ((MAX_NUMBER_DIGITS - 1) // 3)  # 40 digits: separators do not count
+    assert canonical_answer(grouped) == "9" * MAX_NUMBER_DIGITS
+    assert canonical_answer("9" + grouped) is None
+
+
+def test_exponent_radical_and_term_bounds_are_exact():
+    assert canonical_answer(f"2^{{{MAX_EXPONENT}}}") == str(2**MAX_EXPONENT)
+    assert canonical_answer(f"2^{{-{MAX_EXPONENT}}}") == f"1/{2**MAX_EXPONENT}"
+    assert canonical_answer(f"2^{{{MAX_EXPONENT + 1}}}") is None
+    assert canonical_answer(f"(3^2)^{MAX_EXPONENT // 2}") == str(3**MAX_EXPONENT)  # exponents multiply: 2*4
+    assert canonical_answer(f"(3^2)^{MAX_EXPONENT // 2 + 1}") is None
+    assert canonical_answer(f"\\sqrt[{MAX_ROOT_INDEX}]{{{2**MAX_ROOT_INDEX}}}") == "2"
+    assert canonical_answer(f"\\sqrt[{MAX_ROOT_INDEX + 1}]{{{2 ** (MAX_ROOT_INDEX + 1)}}}") is None
+    roots = "+".join(["\\sqrt{4}"] * MAX_RADICALS)
+    assert canonical_answer(roots) == str(2 * MAX_RADICALS)
+    assert canonical_answer(roots + "+\\sqrt{4}") is None
+    # (t terms)^k expands to C(t+k-1, k) monomials: 4 terms^5 -> 56, 4 terms^6 -> 84.
+    assert math.comb(4 + 5 - 1, 5) <= MAX_EXPANDED_TERMS < math.comb(4 + 6 - 1, 6)
+    assert canonical_answer("(\\pi+\\sqrt{2}+\\sqrt{3}+1)^5") is not None
+    assert canonical_answer("(\\pi+\\sqrt{2}+\\sqrt{3}+1)^6") is None
+    assert canonical_answer("(1+2+3+4)^8") == str(10**8)  # rational sums fold to one term
 
 
 def test_huge_and_deep_inputs_return_none_quickly():
@@ -170,6 +506,73 @@ def test_huge_and_deep_inputs_return_none_quickly():
     assert time.perf_counter() - start < 0.5
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2^999999",
+        "9**9**9",
+        "\\sqrt[100000]{2}",
+        "((((9^8)^8)^8)^8)",
+        "\\frac{" * 17 + "1" + "}{2}" * 17,  # 17-deep \frac: over the length bound
+        "\\sqrt{" * 16 + "2" + "}" * 16,  # 16-deep \sqrt: over the radical bound
+        "(" * 21 + "\\pi" + ")" * 21,
+        "\\frac{1}{2}" * 100_000,  # a megabyte
+        "__import__('os')",
+        "__import__('os').system('true')",
+        "\\sqrt{__import__('os')}",
+        "$\\boxed{\\input{/etc/passwd}}$",
+        "\\ﬀrac{1}{2}",  # a ligature letter: not ASCII
+        "\\frac{١}{٢}",
+        "２\\sqrt{２}",
+    ],
+)
+def test_adversarial_inputs_are_none_quickly(text):
+    start = time.perf_counter()
+    assert canonical_answer(text) is None
+    assert not is_correct(f"{ANSWER_MARKER} {text}", "1")
+    assert time.perf_counter() - start < 0.05
+
+
+# The slowest accepted inputs found (by a search over the grammar): sympy's own
+# steps cannot be interrupted, so the bounds must keep them well under the
+# default 0.5 s deadline. Measured 5-90 ms each on a loaded 2-core machine.
+_SLOWEST_ACCEPTED = [
+    "\\frac{1}{\\sqrt{2}+\\sqrt{3}+\\sqrt{5}+\\sqrt{7}}",
+    "(\\sqrt{2}+\\sqrt{3}+\\sqrt{5}+\\sqrt{7})^3",
+    "(\\pi+\\sqrt{2}+\\sqrt{3}+1)^5",
+    "\\frac{(\\pi+1)^8}{(\\pi+2)^8}",
+    "\\frac{1}{(\\sqrt{2}+\\sqrt{3})^8+\\sqrt{5}+\\sqrt{7}}",
+    "\\frac{1}{\\sqrt{\\sqrt{\\sqrt{\\sqrt{2}+1}+1}+1}+1}",
+    "((\\frac{1}{\\sqrt[8]{13}+1}-\\frac{7}{3}\\sqrt{7}))^{8}",
+    "(\\sqrt[3]{2}+\\sqrt[5]{3}+\\sqrt[7]{5}+\\sqrt[8]{7})^3",
+    "\\sqrt[7]{" + "9" * 40 + "*" + "9" * 39 + "8}",
+]
+
+
+@pytest.mark.parametrize("text", _SLOWEST_ACCEPTED)
+def test_slowest_accepted_inputs_stay_well_under_the_deadline(text):
+    start = time.perf_counter()
+    answer_class = canonical_answer(text, timeout_s=59.5)  # a cache key no other test uses
+    elapsed = time.perf_counter() - start
+    assert answer_class is not None and math.isfinite(_decimal_of_class(answer_class))
+    assert elapsed < 0.4
+
+
+def test_per_call_time_of_a_plain_integer():
+    first_texts = [f"{n}" for n in range(987_000, 987_200)]  # answers no other test uses
+    start = time.perf_counter()
+    first_classes = [canonical_answer(text) for text in first_texts]
+    first_call_s = (time.perf_counter() - start) / len(first_texts)
+    assert first_classes == first_texts
+    pool = [first_texts[i % 20] for i in range(13_000)]  # one pool variant: ~13k completions
+    start = time.perf_counter()
+    for text in pool:
+        canonical_answer(text)
+    cached_call_s = (time.perf_counter() - start) / len(pool)
+    assert first_call_s < 2e-3, first_call_s  # measured ~15-40 us
+    assert cached_call_s < 2e-5, cached_call_s  # measured ~0.3-1 us
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.text())
 def test_arbitrary_text_never_raises(text):
@@ -177,9 +580,41 @@ def test_arbitrary_text_never_raises(text):
         answer = extract_answer(candidate)
         assert answer is None or (answer and "\n" not in answer)
         answer_class = canonical_answer(answer)
-        if answer_class is not None:  # a class is always a canonical rational
-            assert str(Fraction(answer_class)) == answer_class
+        if answer_class is not None:  # a class is a finite real value
+            assert math.isfinite(_decimal_of_class(answer_class))
         assert isinstance(is_correct(candidate, "17"), bool)
+
+
+_LATEX_PIECES = [
+    *"0123456789.,+-*/^()[]{}$% ",
+    "**",
+    "\\frac",
+    "\\dfrac",
+    "\\sqrt",
+    "\\pi",
+    "\\cdot",
+    "\\times",
+    "\\left(",
+    "\\right)",
+    "\\boxed",
+    "\\%",
+    "\\frac{",
+    "\\sqrt{",
+    "\\sqrt[3]{",
+    "}{",
+    "^{",
+    "\\",
+    "x",
+    "π",
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_LATEX_PIECES), max_size=30).map("".join))
+def test_arbitrary_latex_token_strings_never_raise(text):
+    answer_class = canonical_answer(text)
+    if answer_class is not None:
+        assert math.isfinite(_decimal_of_class(answer_class))
 
 
 # ---------------------------------------------------------------------------
@@ -188,8 +623,8 @@ def test_arbitrary_text_never_raises(text):
 
 def _python_grammar_value(text: str) -> Fraction | None:
     """Value of ``text`` under Python's own expression grammar restricted to the
-    whitelist (+ - * / parentheses, decimal literals); None when Python does not
-    parse it that way, or it divides by zero."""
+    whitelist (+ - * / ** parentheses, decimal literals); None when Python does
+    not parse it that way, or it divides by zero."""
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError:
@@ -205,7 +640,22 @@ def _python_grammar_value(text: str) -> Fraction | None:
             return value(node.operand)
         if isinstance(node, ast.Constant) and type(node.value) in (int, float):
             return Fraction(ast.get_source_segment(text, node))  # exact decimal literal
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+            return value(node.left) ** literal_exponent(node)
         raise LookupError(type(node).__name__)
+
+    def literal_exponent(node: ast.BinOp) -> int:
+        # The verifier's exponents: a signed integer literal, maybe in one pair
+        # of parentheses, |e| <= MAX_EXPONENT, on a base with no exponent.
+        source = ast.get_source_segment(text, node)
+        exponent_text = re.search(r"\*\*\s*(\(\s*(?:[-+]\s*)*[0-9]+\s*\)|(?:[-+]\s*)*[0-9]+)$", source)
+        nested = any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow) for n in ast.walk(node.left))
+        if exponent_text is None or nested:
+            raise LookupError("exponent")
+        exponent = round(value(node.right))
+        if abs(exponent) > MAX_EXPONENT:
+            raise LookupError("exponent")
+        return exponent
 
     try:
         return value(tree.body)
@@ -221,7 +671,7 @@ def _within_bounds(text: str) -> bool:
     digit_runs = "".join(c if c.isdigit() or c == "." else " " for c in text).split()
     return (
         len(text) <= MAX_ANSWER_CHARS
-        and deepest <= MAX_PAREN_DEPTH
+        and deepest <= MAX_GROUP_DEPTH
         and all(len(run) - run.count(".") <= MAX_NUMBER_DIGITS for run in digit_runs)
     )
 
@@ -232,7 +682,7 @@ def test_agrees_with_python_grammar_on_whitelist_strings(text):
     reference = _python_grammar_value(text)
     if reference is not None and _within_bounds(text):
         assert canonical_answer(text) == str(reference)
-    if "**" in text or "//" in text:
+    if "//" in text or "***" in text:
         assert canonical_answer(text) is None
 
 
@@ -289,6 +739,47 @@ def test_works_in_worker_threads():
     with ThreadPoolExecutor(max_workers=4) as pool:
         classes = list(pool.map(canonical_answer, texts))
     assert classes == [str(Fraction(i, 4)) for i in range(200)]
+    roots = [f"\\frac{{{i}}}{{1+\\sqrt{{2}}}}" for i in range(1, 41)]  # i*(sqrt(2)-1)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        classes = list(pool.map(canonical_answer, roots))
+    root_two_minus_one = _DECIMAL.subtract(_DECIMAL.sqrt(2), 1)
+    values = [_decimal_of_class(answer_class) for answer_class in classes]
+    assert all(_close(value, _DECIMAL.multiply(i, root_two_minus_one)) for i, value in enumerate(values, 1))
+
+
+def test_deadline_is_checked_between_sympy_steps(monkeypatch):
+    text, timeout = "\\frac{5}{\\sqrt{3}+\\sqrt{7}}", 0.321  # a key no other test uses
+    clock = [0.0]
+    rationalise = verify._rationalise_square_root_denominators
+
+    def slow_rationalise(value):  # a step that "takes" 10 s of the fake clock
+        clock[0] += 10.0
+        return rationalise(value)
+
+    monkeypatch.setattr(verify, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+    monkeypatch.setattr(verify, "_rationalise_square_root_denominators", slow_rationalise)
+    assert canonical_answer(text, timeout_s=timeout) is None
+    monkeypatch.undo()
+    answer_class = canonical_answer(text, timeout_s=timeout)  # not cached: computed afresh
+    expected = _DECIMAL.divide(5, _DECIMAL.add(_DECIMAL.sqrt(3), _DECIMAL.sqrt(7)))
+    assert _close(_decimal_of_class(answer_class), expected)
+
+
+def test_classes_do_not_depend_on_the_process():
+    """Classes are stored in pools and compared across runs: string hashing
+    (PYTHONHASHSEED) and sympy's caches must not change them."""
+    texts = [
+        "\\frac{1}{\\sqrt{2}+\\sqrt{3}+\\sqrt{5}}",
+        "(\\pi+\\sqrt{2}+\\sqrt{3}+1)^3",
+        "\\frac{\\pi^2+3}{(\\pi+1)(\\pi+2)}".replace(")(", ")*("),
+        "\\sqrt[3]{16}+\\sqrt[5]{96}-\\frac{1}{\\sqrt{6}}",
+    ]
+    script = "import sys\nfrom aligntrain.verify import canonical_answer as c\nprint([c(t) for t in sys.argv[1:]])"
+    environment = {**os.environ, "PYTHONHASHSEED": "12345"}
+    result = subprocess.run(
+        [sys.executable, "-c", script, *texts], capture_output=True, text=True, env=environment, check=True, timeout=60
+    )
+    assert ast.literal_eval(result.stdout) == [canonical_answer(text) for text in texts]
 
 
 def test_invalid_arguments_name_the_argument():
@@ -344,7 +835,11 @@ def test_grade_returns_a_frozen_verdict():
     assert verdict.reward == 1.0
     assert grade("7*5=36 #### 36\n", "35") == Verdict(answer="36", answer_class="36", correct=False)
     assert grade("no answer", "35") == Verdict(answer=None, answer_class=None, correct=False)
-    assert grade("#### 3**2", "9") == Verdict(answer="3**2", answer_class=None, correct=False)
-    assert grade("#### 3**2", "9").reward == 0.0
+    assert grade("#### 3**2", "9") == Verdict(answer="3**2", answer_class="9", correct=True)
+    assert grade("#### 9**9**9", "9") == Verdict(answer="9**9**9", answer_class=None, correct=False)
+    assert grade("#### 9**9**9", "9").reward == 0.0
+    assert grade("so #### $\\boxed{\\dfrac{\\sqrt{2}}{2}}$\n", "\\frac{1}{\\sqrt{2}}") == Verdict(
+        answer="$\\boxed{\\dfrac{\\sqrt{2}}{2}}$", answer_class="sqrt(2)/2", correct=True
+    )
     with pytest.raises(dataclasses.FrozenInstanceError):
         verdict.correct = False  # type: ignore[misc]
