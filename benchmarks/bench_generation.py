@@ -33,9 +33,10 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--baseline-completions", type=int, default=32, help="timed one at a time")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (the study's default is 1)")
     args = parser.parse_args()
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     problem = get_problem("arith")
     rows = problem.generate_splits({"train": 1, "validation": 1, "test": args.prompts}, levels=[1, 2, 3, 4, 5], seed=0)["test"]
     prompts = [r["prompt"] for r in rows]
