@@ -86,6 +86,27 @@ class OptimConfig(_Section):
     )
 
 
+class RLSettings(OptimConfig):
+    """Shared by every RL variant (matched compute): the schedule, the group and the sampling.
+
+    ``batch_size`` counts completions per step: ``batch_size / num_generations`` prompts.
+    """
+
+    num_generations: int = Field(8, ge=2, description="Rollouts per prompt: the group size n of every rule.")
+    temperature: float = Field(1.0, gt=0, description="Sampling temperature of the training rollouts.")
+    max_completion_length: int = Field(64, ge=1, description="Longest training rollout, in tokens.")
+    beta: float = Field(0.0, ge=0, description="KL coefficient to the warm-up policy (0: none).")
+    reward_timeout_s: float = Field(5.0, gt=0, description="Per-sample reward deadline; late = unscorable.")
+
+    @model_validator(mode="after")
+    def _whole_groups(self) -> RLSettings:
+        if self.batch_size % self.num_generations:
+            raise ValueError(
+                f"batch_size ({self.batch_size}) must be a multiple of num_generations ({self.num_generations})"
+            )
+        return self
+
+
 class Variant(_Section):
     """A training variant: an objective from the registry and that objective's options.
 
@@ -129,6 +150,7 @@ class Params(_Section):
     pretrain: OptimConfig
     warmup: OptimConfig
     train: OptimConfig
+    rl: RLSettings | None = Field(None, description="Shared RL settings; required when a variant is RL.")
     variants: dict[str, Variant] = Field(min_length=1)
     rollouts: RolloutConfig = RolloutConfig()
     evaluate: EvaluateConfig = EvaluateConfig()
@@ -150,6 +172,28 @@ class Params(_Section):
             )
         return self
 
+    @model_validator(mode="after")
+    def _rl_variants_fit(self) -> Params:
+        """Each RL variant's rule and options fit the group size and the problem's rewards."""
+        from aligntrain.advantages import get_rule, validate_rule_options
+        from aligntrain.problems import get_problem
+
+        for name, variant in self.variants.items():
+            objective = variant.options
+            if objective.kind != "rl":
+                continue
+            if self.rl is None:
+                raise ValueError(f"variants.{name} is an RL variant: params need an 'rl' section")
+            problem = get_problem(self.problem.name)
+            try:
+                options = validate_rule_options(
+                    objective.rule, self.rl.num_generations, objective.rule_options, problem.binary_rewards
+                )
+                get_rule(objective.rule).context_needed(options)
+            except ValueError as err:
+                raise ValueError(f"variants.{name}: {err}") from None
+        return self
+
     def variant(self, name: str) -> Variant:
         if name not in self.variants:
             raise ValueError(f"unknown variant {name!r}; params.yaml declares {sorted(self.variants)}")
@@ -166,8 +210,9 @@ def parse_params(raw: dict[str, Any]) -> Params:
     except ValidationError as err:
         lines = []
         for e in err.errors():
-            key = ".".join(str(p) for p in e["loc"]) or "<root>"
-            lines.append(f"  {key}: {e['msg']}")
+            key = ".".join(str(p) for p in e["loc"])
+            message = e["msg"].removeprefix("Value error, ")
+            lines.append(f"  {key}: {message}" if key else f"  {message}")
         raise ParamsError("invalid parameters:\n" + "\n".join(lines)) from None
 
 

@@ -67,6 +67,7 @@ def test_outputs_and_metrics(smoke_study):
 def test_mlflow_runs(smoke_study):
     import mlflow
 
+    variants = list(yaml.safe_load((smoke_study / "params.yaml").read_text())["variants"])
     mlflow.set_tracking_uri(f"sqlite:///{smoke_study / 'mlflow.db'}")
     runs = mlflow.search_runs(experiment_names=["aligntrain-smoke"], output_format="list")
     parents = [r for r in runs if r.data.tags.get("aligntrain.role") == "study"]
@@ -74,7 +75,7 @@ def test_mlflow_runs(smoke_study):
     assert len(parents) == 1
     names = {r.info.run_name for r in children}
     expected = {"prepare", "pretrain", "warmup", "compare"} | {
-        f"{stage}@{v}" for stage in ("train", "rollouts", "evaluate") for v in ("warmup", "ce", "pass_at_n")
+        f"{stage}@{v}" for stage in ("train", "rollouts", "evaluate") for v in variants
     }
     assert names == expected
     assert {r.data.tags["mlflow.parentRunId"] for r in children} == {parents[0].info.run_id}
@@ -82,6 +83,8 @@ def test_mlflow_runs(smoke_study):
     assert train.data.params["variant.n"] == "4"
     history = mlflow.MlflowClient().get_metric_history(train.info.run_id, "strategy_weight")
     assert len(history) >= 2, "per-step training metrics are logged"
+    rl = next(r for r in children if r.info.run_name == "train@grpo")
+    assert rl.data.params["variant.rule"] == "grpo_z" and "wall_seconds" in rl.data.metrics
     evaluate = next(r for r in children if r.info.run_name == "evaluate@ce")
     assert 0 <= evaluate.data.metrics["overall.pass_at_1"] <= 1
     assert evaluate.data.tags["aligntrain.git_commit"] != "unknown"
@@ -98,6 +101,6 @@ def test_dvc_knows_what_a_change_invalidates(smoke_study):
         params_file.write_text(yaml.safe_dump(params, sort_keys=False))
         changed = set(json.loads(_run([str(BIN / "dvc"), "status", "--json"], cwd=smoke_study).stdout))
         assert "train@pass_at_n" in changed
-        assert not {"train@ce", "train@warmup", "warmup", "pretrain", "prepare"} & changed
+        assert not {"train@ce", "train@warmup", "train@grpo", "warmup", "pretrain", "prepare"} & changed
     finally:
         params_file.write_text(original)

@@ -8,7 +8,6 @@ train@variant: the variant's objective from the warm-up checkpoint.
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Sequence
 
@@ -19,6 +18,7 @@ from aligntrain.io import fingerprint
 from aligntrain.models import build_char_tokenizer, build_tiny_llama, load_model_and_tokenizer
 from aligntrain.models import save_model_and_tokenizer
 from aligntrain.paths import StudyPaths
+from aligntrain.problems import get_problem
 from aligntrain.training.sft import train_sft
 from aligntrain.training.strategies import CrossEntropy, ObjectiveOptions
 
@@ -110,20 +110,57 @@ def train_variant(
 ) -> dict[str, float]:
     """The variant's objective from ``models/warmup``; saves ``models/variants/<variant>``."""
     objective = params.variant(variant).options
-    out = paths.variant_model(variant)
-    if objective.kind == "none":
-        shutil.rmtree(out, ignore_errors=True)
-        model, tokenizer = load_model_and_tokenizer(paths.warmup_model)
-        save_model_and_tokenizer(model, tokenizer, out)
-        return {"train_steps": 0.0}
     model, tokenizer = load_model_and_tokenizer(paths.warmup_model)
-    metrics = _fit(
+    fit = _TRAINERS[objective.kind]
+    metrics = fit(params, paths, variant, objective, model, tokenizer, train_rows, val_rows, callbacks)
+    save_model_and_tokenizer(model, tokenizer, paths.variant_model(variant))
+    return metrics
+
+
+def _no_training(params, paths, variant, objective, model, tokenizer, train_rows, val_rows, callbacks):
+    return {"train_steps": 0.0}
+
+
+def _sft_variant(params, paths, variant, objective, model, tokenizer, train_rows, val_rows, callbacks):
+    return _fit(
         f"train-{variant}", params, paths, model, tokenizer, train_rows, params.train,
         objective=objective, eval_rows=val_rows, callbacks=callbacks,
         init_fingerprint=_model_fingerprint(paths.warmup_model),
     )
-    save_model_and_tokenizer(model, tokenizer, out)
+
+
+def _rl_variant(params, paths, variant, objective, model, tokenizer, train_rows, val_rows, callbacks):
+    """TRL GRPO with the variant's advantage rule; rewards from the problem's verifier."""
+    from aligntrain.training.rl import RLConfig, train_rl
+
+    problem = get_problem(params.problem.name)
+    rl = params.rl
+    config = RLConfig(
+        rule=objective.rule,
+        rule_options=objective.rule_options,
+        num_generations=rl.num_generations,
+        loss_type=objective.loss_type,
+        beta=rl.beta,
+        temperature=rl.temperature,
+        max_completion_length=rl.max_completion_length,
+        reward_timeout_s=rl.reward_timeout_s,
+    )
+    checkpoint_dir = _checkpoint_dir(
+        paths, f"train-{variant}", rl, objective, params.problem, params.study.seed,
+        _model_fingerprint(paths.warmup_model),
+    )
+    start = time.perf_counter()
+    metrics = train_rl(
+        model, tokenizer, train_rows, rl, checkpoint_dir,
+        config=config, reward_fn=problem.reward, answer_class=problem.answer_class,
+        binary_rewards=problem.binary_rewards, seed=params.study.seed, callbacks=callbacks,
+    )
+    metrics["wall_seconds"] = time.perf_counter() - start
     return metrics
+
+
+# objective kind -> how a variant of that kind is trained
+_TRAINERS = {"none": _no_training, "sft": _sft_variant, "rl": _rl_variant}
 
 
 def _model_fingerprint(path) -> str:

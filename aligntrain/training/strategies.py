@@ -34,7 +34,7 @@ class ObjectiveOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     name: ClassVar[str]
-    kind: ClassVar[Literal["none", "sft"]]
+    kind: ClassVar[Literal["none", "sft", "rl"]]
     #: True when the loss is a per-sequence function of the summed log-probability
     #: (the trainer then computes ``loss(seq_logp)``); False for token-mean CE.
     sequence_level: ClassVar[bool] = True
@@ -80,3 +80,27 @@ class PassAtN(ObjectiveOptions):
         from aligntrain.objectives import pass_at_n_weight_from_logp
 
         return pass_at_n_weight_from_logp(seq_logp.detach(), self.n)
+
+
+@register_objective
+class ReinforcementLearning(ObjectiveOptions):
+    """RL from the warm-up checkpoint with an advantage rule of :mod:`aligntrain.advantages`.
+
+    Written flat: ``{objective: rl, rule: pkpo, k: 4}``: every key but ``rule`` and
+    ``loss_type`` is an option of the rule (FORMULAS §3). Group size, sampling and
+    schedule are the study's shared ``rl`` section (matched compute across RL
+    variants); the rule's options are checked against them by
+    :class:`aligntrain.config.Params` before any stage runs.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    name = "rl"
+    kind = "rl"
+    rule: str = Field(description="Advantage rule name (aligntrain.advantages.list_rules()).")
+    loss_type: Literal["dapo", "dr_grpo", "grpo", "bnpo"] | None = Field(
+        None, description="TRL loss reduction; None: dr_grpo for rule dr_grpo, else TRL's default (dapo)."
+    )
+
+    @property
+    def rule_options(self) -> dict:
+        return dict(self.model_extra or {})
