@@ -22,8 +22,6 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from transformers import TrainerCallback
-
 PARENT_ENV = "ALIGNTRAIN_PARENT_RUN_ID"
 
 
@@ -115,18 +113,18 @@ class StageRun:
         if Path(path).exists():
             self._mlflow.log_artifact(str(path), artifact_path=artifact_path)
 
-    def trainer_callback(self) -> TrainerCallback:
-        """Per-step training metrics (loss, lr, strategy weight, ...) into this run."""
-        return _MlflowStepCallback(self)
+    def trainer_callback(self):
+        """A transformers ``TrainerCallback``: per-step training metrics (loss, lr, strategy weight) into this run."""
+        from transformers import TrainerCallback  # imported here: stages that do not train skip transformers
 
+        run = self
 
-class _MlflowStepCallback(TrainerCallback):
-    def __init__(self, run: StageRun):
-        self.run = run
+        class MlflowStepCallback(TrainerCallback):
+            def on_log(self, args, state, control, logs=None, **kwargs):
+                if logs and state.is_world_process_zero:
+                    run.log_metrics(logs, step=state.global_step)
 
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if logs and state.is_world_process_zero:
-            self.run.log_metrics(logs, step=state.global_step)
+        return MlflowStepCallback()
 
 
 @contextlib.contextmanager

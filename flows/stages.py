@@ -2,7 +2,8 @@
 
 Each flow loads and validates params.yaml, opens its MLflow child run, and
 composes the tasks of ``tasks/``. They run with no Prefect server configured
-(ephemeral mode) or against ``PREFECT_API_URL``.
+(ephemeral mode) or against ``PREFECT_API_URL``. Task modules are imported inside
+each flow, so a stage loads only the libraries it uses.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from pathlib import Path
 
 from prefect import flow
 
-import tasks
 from aligntrain import tracking
 from aligntrain.config import Params, load_params
 from aligntrain.paths import StudyPaths
@@ -36,11 +36,13 @@ def _run(params: Params, root: Path, stage: str, variant: str | None, logged: di
 @flow(name="prepare")
 def prepare_flow(params_file: str = "params.yaml", root: str = ".") -> dict:
     params, paths, root_ = _context(params_file, root)
+    from tasks import prepare as t
+
     with _run(params, root_, "prepare", None, {"problem": params.problem.model_dump(), "seed": params.study.seed}) as run:
-        splits = tasks.generate_rows(params)
-        tasks.validate_rows(params, splits)
-        corpus = tasks.pretrain_corpus(params)
-        counts = tasks.write_prepared(paths, splits, corpus)
+        splits = t.generate_rows(params)
+        t.validate_rows(params, splits)
+        corpus = t.pretrain_corpus(params)
+        counts = t.write_prepared(paths, splits, corpus)
         run.log_metrics(counts)
     return counts
 
@@ -49,12 +51,14 @@ def prepare_flow(params_file: str = "params.yaml", root: str = ".") -> dict:
 def pretrain_flow(params_file: str = "params.yaml", root: str = ".") -> dict:
     params, paths, root_ = _context(params_file, root)
     logged = {"model": params.model.model_dump(), "pretrain": params.pretrain.model_dump()}
-    with _run(params, root_, "pretrain", None, logged) as run:
-        import pandas as pd
+    import pandas as pd
 
+    from tasks import prepare, training
+
+    with _run(params, root_, "pretrain", None, logged) as run:
         corpus = pd.read_parquet(paths.pretrain_corpus)["text"].tolist()
-        splits = {s: tasks.read_split(paths, s) for s in ("train", "validation", "test")}
-        metrics = tasks.pretrain(params, paths, corpus, splits, callbacks=[run.trainer_callback()])
+        splits = {s: prepare.read_split(paths, s) for s in ("train", "validation", "test")}
+        metrics = training.pretrain(params, paths, corpus, splits, callbacks=[run.trainer_callback()])
         run.log_metrics(metrics)
     return metrics
 
@@ -62,9 +66,11 @@ def pretrain_flow(params_file: str = "params.yaml", root: str = ".") -> dict:
 @flow(name="warmup")
 def warmup_flow(params_file: str = "params.yaml", root: str = ".") -> dict:
     params, paths, root_ = _context(params_file, root)
+    from tasks import prepare, training
+
     with _run(params, root_, "warmup", None, {"warmup": params.warmup.model_dump()}) as run:
-        train_rows, val_rows = tasks.read_split(paths, "train"), tasks.read_split(paths, "validation")
-        metrics = tasks.warmup(params, paths, train_rows, val_rows, callbacks=[run.trainer_callback()])
+        train_rows, val_rows = prepare.read_split(paths, "train"), prepare.read_split(paths, "validation")
+        metrics = training.warmup(params, paths, train_rows, val_rows, callbacks=[run.trainer_callback()])
         run.log_metrics(metrics)
     return metrics
 
@@ -72,10 +78,13 @@ def warmup_flow(params_file: str = "params.yaml", root: str = ".") -> dict:
 @flow(name="train")
 def train_flow(variant: str, params_file: str = "params.yaml", root: str = ".") -> dict:
     params, paths, root_ = _context(params_file, root)
-    logged = {"variant": params.variant(variant).model_dump(), "train": params.train.model_dump()}
+    from tasks import prepare, training
+
+    schedule = params.rl if params.variant(variant).options.kind == "rl" else params.train
+    logged = {"variant": params.variant(variant).model_dump(), "schedule": schedule.model_dump() if schedule else {}}
     with _run(params, root_, "train", variant, logged) as run:
-        train_rows, val_rows = tasks.read_split(paths, "train"), tasks.read_split(paths, "validation")
-        metrics = tasks.train_variant(params, paths, variant, train_rows, val_rows, callbacks=[run.trainer_callback()])
+        train_rows, val_rows = prepare.read_split(paths, "train"), prepare.read_split(paths, "validation")
+        metrics = training.train_variant(params, paths, variant, train_rows, val_rows, callbacks=[run.trainer_callback()])
         run.log_metrics(metrics)
     return metrics
 
@@ -84,8 +93,10 @@ def train_flow(variant: str, params_file: str = "params.yaml", root: str = ".") 
 def rollouts_flow(variant: str, params_file: str = "params.yaml", root: str = ".") -> dict:
     params, paths, root_ = _context(params_file, root)
     logged = {"variant": params.variant(variant).model_dump(), "rollouts": params.rollouts.model_dump()}
+    from tasks import evaluation, prepare
+
     with _run(params, root_, "rollouts", variant, logged) as run:
-        metrics = tasks.generate_pool(params, paths, variant, tasks.read_split(paths, "test"))
+        metrics = evaluation.generate_pool(params, paths, variant, prepare.read_split(paths, "test"))
         run.log_metrics(metrics)
     return metrics
 
@@ -94,8 +105,10 @@ def rollouts_flow(variant: str, params_file: str = "params.yaml", root: str = ".
 def evaluate_flow(variant: str, params_file: str = "params.yaml", root: str = ".") -> dict:
     params, paths, root_ = _context(params_file, root)
     logged = {"variant": params.variant(variant).model_dump(), "evaluate": params.evaluate.model_dump()}
+    from tasks import evaluation, prepare
+
     with _run(params, root_, "evaluate", variant, logged) as run:
-        summary = tasks.evaluate_pool(params, paths, variant, tasks.read_split(paths, "test"))
+        summary = evaluation.evaluate_pool(params, paths, variant, prepare.read_split(paths, "test"))
         run.log_metrics(summary)
         run.log_artifact(paths.metrics(variant))
         run.log_artifact(paths.curve(variant))
@@ -105,8 +118,10 @@ def evaluate_flow(variant: str, params_file: str = "params.yaml", root: str = ".
 @flow(name="compare")
 def compare_flow(params_file: str = "params.yaml", root: str = ".") -> dict:
     params, paths, root_ = _context(params_file, root)
+    from tasks import evaluation
+
     with _run(params, root_, "compare", None, {"compare": params.compare.model_dump()}) as run:
-        summary = tasks.compare_variants(params, paths)
+        summary = evaluation.compare_variants(params, paths)
         run.log_metrics(summary)
         for name in ("compare.md", "compare.csv", "scaling.png"):
             run.log_artifact(paths.reports / name, artifact_path="reports")

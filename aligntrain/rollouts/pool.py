@@ -26,7 +26,6 @@ from pathlib import Path
 import pandas as pd
 
 from aligntrain.io import atomic_path
-from aligntrain.rollouts.generate import Completion
 
 POOL_COLUMNS = [
     "prompt_id",
@@ -43,8 +42,8 @@ POOL_COLUMNS = [
 ]
 
 
-def build_pool(rows: Sequence[dict], completions: Sequence[Completion], problem) -> pd.DataFrame:
-    """Grade every completion against its row with the problem's verifier."""
+def build_pool(rows: Sequence[dict], completions: Sequence, problem) -> pd.DataFrame:
+    """Grade every :class:`~aligntrain.rollouts.generate.Completion` against its row with the problem's verifier."""
     records = []
     for c in completions:
         row = rows[c.prompt_index]

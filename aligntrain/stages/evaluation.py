@@ -16,15 +16,17 @@ from aligntrain.config import Params
 from aligntrain.evaluation.compare import comparison_table, markdown_table, plot_scaling
 from aligntrain.evaluation.curves import curve_table, per_prompt_scores, summarize
 from aligntrain.io import atomic_path, write_json, write_text
-from aligntrain.models import load_model_and_tokenizer
 from aligntrain.paths import StudyPaths
 from aligntrain.problems import get_problem
-from aligntrain.rollouts.generate import SamplingConfig, sample_completions
 from aligntrain.rollouts.pool import build_pool, read_pool, write_pool
 
 
 def generate_pool(params: Params, paths: StudyPaths, variant: str, test_rows: Sequence[dict]) -> dict:
     """Sample, grade and write ``pools/<variant>.parquet``; returns throughput metrics."""
+    # Imported here so that evaluate and compare, which only read pools, never load torch models.
+    from aligntrain.models import load_model_and_tokenizer
+    from aligntrain.rollouts.generate import SamplingConfig, sample_completions
+
     cfg = params.rollouts
     model, tokenizer = load_model_and_tokenizer(paths.variant_model(variant))
     start = time.perf_counter()
