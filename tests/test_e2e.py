@@ -22,11 +22,11 @@ BIN = Path(sys.executable).parent
 pytestmark = pytest.mark.slow
 
 
-def _run(cmd: list[str], cwd: Path, timeout: int = 900) -> subprocess.CompletedProcess:
+def _run(cmd: list[str], cwd: Path, scratch: Path, timeout: int = 900) -> subprocess.CompletedProcess:
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
     for var in ("MLFLOW_TRACKING_URI", "ALIGNTRAIN_PARENT_RUN_ID", "PREFECT_API_URL"):
         env.pop(var, None)
-    env["PREFECT_HOME"] = str(cwd.parent / "prefect-home")
+    env["PREFECT_HOME"] = str(scratch / "prefect-home")  # the test's own Prefect server database
     out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     if out.returncode != 0:
         raise AssertionError(f"{cmd} failed ({out.returncode}):\n{out.stdout[-4000:]}\n{out.stderr[-6000:]}")
@@ -40,6 +40,7 @@ def smoke_study(tmp_path_factory) -> Path:
         [sys.executable, str(ROOT / "scripts" / "with_prefect_server.py"), "--",
          str(ROOT / "scripts" / "run_profile.sh"), str(ROOT / "profiles" / "smoke.yaml"), str(study)],
         cwd=ROOT,
+        scratch=study.parent,
     )
     return study
 
@@ -91,7 +92,7 @@ def test_mlflow_runs(smoke_study):
 
 
 def test_dvc_knows_what_a_change_invalidates(smoke_study):
-    status = _run([str(BIN / "dvc"), "status", "--json"], cwd=smoke_study)
+    status = _run([str(BIN / "dvc"), "status", "--json"], cwd=smoke_study, scratch=smoke_study.parent)
     assert json.loads(status.stdout or "{}") == {}, "nothing to do right after a repro"
     params_file = smoke_study / "params.yaml"
     original = params_file.read_text()
@@ -99,7 +100,8 @@ def test_dvc_knows_what_a_change_invalidates(smoke_study):
         params = yaml.safe_load(original)
         params["variants"]["pass_at_n"]["n"] = 8
         params_file.write_text(yaml.safe_dump(params, sort_keys=False))
-        changed = set(json.loads(_run([str(BIN / "dvc"), "status", "--json"], cwd=smoke_study).stdout))
+        status = _run([str(BIN / "dvc"), "status", "--json"], cwd=smoke_study, scratch=smoke_study.parent)
+        changed = set(json.loads(status.stdout))
         assert "train@pass_at_n" in changed
         assert not {"train@ce", "train@warmup", "train@grpo", "warmup", "pretrain", "prepare"} & changed
     finally:
