@@ -9,7 +9,8 @@ from aligntrain.rollouts.generate import SamplingConfig, sample_completions
 
 def _teacher_forced_logp(model, tokenizer, prompt: str, completion_ids: list[int]) -> float:
     ids = torch.tensor([tokenizer(prompt)["input_ids"] + completion_ids])
-    logp = torch.log_softmax(model(input_ids=ids).logits[0, :-1].double(), dim=-1)
+    with torch.no_grad():
+        logp = torch.log_softmax(model(input_ids=ids).logits[0, :-1].double(), dim=-1)
     start = ids.shape[1] - len(completion_ids) - 1
     return float(sum(logp[start + j, t] for j, t in enumerate(completion_ids)))
 
