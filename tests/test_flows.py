@@ -56,3 +56,45 @@ def test_malformed_row_stops_prepare_with_its_id(prefect_api, tmp_path, monkeypa
     with pytest.raises(ValueError, match=bad_id):
         prepare_flow("params.yaml", str(tmp_path))
     assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.slow
+def test_study_flow_runs_the_whole_dag_in_one_process(prefect_api, tmp_path, monkeypatch):
+    """`aligntrain study`: every stage as a subflow of one flow run, one fresh MLflow parent."""
+    import yaml
+
+    from aligntrain import tracking
+    from flows.stages import study_flow
+
+    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
+    raw["variants"] = {"ce": {"objective": "ce"}, "grpo": {"objective": "rl", "rule": "grpo_z"}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.delenv(tracking.PARENT_ENV, raising=False)
+    summary = study_flow("params.yaml", str(tmp_path))
+    assert set(summary) == {"ce", "grpo"}
+    assert (tmp_path / "reports" / "compare.md").is_file()
+    runs = mlflow.search_runs(experiment_names=["aligntrain-smoke"], output_format="list")
+    parents = {r.info.run_id for r in runs if r.data.tags.get("aligntrain.role") == "study"}
+    children = [r for r in runs if r.data.tags.get("aligntrain.role") == "stage"]
+    assert len(parents) == 1 and len(children) == 4 + 3 * 2
+    assert {r.data.tags["mlflow.parentRunId"] for r in children} == parents
+
+
+def test_a_stage_runs_without_any_prefect_server(tmp_path):
+    """No PREFECT_API_URL: the stage's flow runs in Prefect's ephemeral mode."""
+    import os
+    import subprocess
+    import sys
+
+    shutil.copy(ROOT / "profiles" / "smoke.yaml", tmp_path / "params.yaml")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MLFLOW_", "ALIGNTRAIN_"))}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    out = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "prepare", "--root", str(tmp_path)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert (tmp_path / "data" / "test.parquet").is_file()
+    assert (tmp_path / "mlflow.db").is_file()
+    assert "Finished in state Completed" in out.stdout + out.stderr
