@@ -49,6 +49,52 @@ def test_invalid_parameters_name_the_key(edit, key):
     assert key in str(err.value)
 
 
+def _add_variant(name: str, **variant):
+    return lambda r: r["variants"].update({name: variant})
+
+
+def _pass_at_n(**options):
+    return lambda r: r["variants"]["pass_at_n"].update(options)
+
+
+@pytest.mark.parametrize(
+    ("edit", "key", "says"),
+    [
+        (_add_variant("maj", objective="majority", n=8, k=9), "variants.maj.k", "k must be <= n"),
+        (_add_variant("maj", objective="majority", n=8, k=0), "variants.maj.k", "greater than or equal to 1"),
+        (_add_variant("maj", objective="majority", n=8, k=3, consensus=0.5), "variants.maj.consensus", "not both"),
+        (_add_variant("maj", objective="majority", n=8), "variants.maj.consensus", "give k (votes) or consensus"),
+        (_add_variant("maj", objective="majority", n=8, consensus=1.5), "variants.maj.consensus", "less than or equal"),
+        (_add_variant("maj", objective="majority", n=0, k=1), "variants.maj.n", "greater than or equal to 1"),
+        (_add_variant("con", objective="contrastive", num_rivals=0), "variants.con.num_rivals", "greater than or"),
+        (_add_variant("con", objective="contrastive", mix=1.5), "variants.con.mix", "less than or equal to 1"),
+        (_pass_at_n(refill_eps=-0.1), "variants.pass_at_n.refill_eps", "greater than or equal to 0"),
+        (_pass_at_n(refill_factor=2), "variants.pass_at_n.refill_factor", "only with refill_eps > 0"),
+        (_pass_at_n(refill_eps=0.01, refill_factor=0), "variants.pass_at_n.refill_factor", "greater than 0"),
+    ],
+)
+def test_strategy_sft_options_name_the_key(edit, key, says):
+    with pytest.raises(ParamsError) as err:
+        parse_params(_broken(edit))
+    line = next(line for line in str(err.value).splitlines() if key + ":" in line)
+    assert says in line
+
+
+def test_strategy_sft_variants_parse():
+    raw = _broken(lambda r: r["variants"].update(
+        maj_k={"objective": "majority", "n": 8, "k": 3},
+        maj_rho={"objective": "majority", "n": 64, "consensus": 0.4},
+        con={"objective": "contrastive"},
+        dco={"objective": "pass_at_n", "n": 16, "refill_eps": 0.01},
+    ))
+    variants = parse_params(raw).variants
+    assert variants["maj_k"].options.threshold == 3
+    assert variants["maj_rho"].options.threshold == 26  # 000 App. I.4
+    assert (variants["con"].options.num_rivals, variants["con"].options.mix) == (4, 0.5)
+    dco = variants["dco"].options
+    assert (dco.refill_eps, dco.candidates_per_step(64)) == (0.01, 128)
+
+
 def test_unknown_objective_lists_the_known_ones():
     with pytest.raises(ParamsError, match=r"known: \[.*'pass_at_n'"):
         parse_params(_broken(lambda r: r["variants"]["ce"].update(objective="cee")))

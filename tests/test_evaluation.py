@@ -80,3 +80,22 @@ def test_comparison_rejects_different_prompts():
     b = pd.DataFrame({"prompt_id": ["y"], "level": 1, "pass@1": 1.0})
     with pytest.raises(ValueError, match="different prompts"):
         comparison_table({"a": a, "b": b}, "a", n_resamples=10, confidence=0.9, seed=0)
+
+
+def test_continuous_rewards_get_best_of_n_curves():
+    """max@k by hand: rewards (1, 3, 2, 0), k = 2: mean over the 6 pairs of their max = 14/6."""
+    from aligntrain.evaluation.curves import strategies_for
+
+    pool = pd.DataFrame({
+        "prompt_id": "a", "level": 1, "sample_index": range(4), "answer_class": None,
+        "reward": [1.0, 3.0, 2.0, 0.0], "correct": [False, True, False, False],
+    })
+    assert strategies_for(False) == ("max", "pass") and strategies_for(True) == ("pass", "maj")
+    table = per_prompt_scores(pool, {"a": None}, strategies_for(False)).iloc[0]
+    assert table["max@1"] == pytest.approx(1.5)
+    assert table["max@2"] == pytest.approx(14 / 6)
+    assert table["max@4"] == pytest.approx(3.0)
+    assert table["pass@2"] == pytest.approx(0.5)
+    assert "maj@1" not in table
+    with pytest.raises(ValueError, match="unknown strategies"):
+        per_prompt_scores(pool, {"a": None}, ("best",))

@@ -1,17 +1,19 @@
-"""Strategy SFT through TRL: the loss that reaches the parameters, and resuming."""
+"""Strategy SFT through TRL: the loss that reaches the parameters, DCO refill, and resuming."""
 
 from __future__ import annotations
 
 import copy
+import math
 
 import pytest
 import torch
+from datasets import Dataset
 from transformers import TrainerCallback
 
 from aligntrain.config import OptimConfig
-from aligntrain.objectives import pass_at_n_weight
-from aligntrain.training.sft import train_sft
-from aligntrain.training.strategies import PassAtN
+from aligntrain.objectives import majority_weight, pass_at_n_weight
+from aligntrain.training.sft import StrategySFTTrainer, _sft_config, step_seed, train_sft
+from aligntrain.training.strategies import ContrastiveMargin, MajorityVote, ObjectiveOptions, PassAtN
 
 
 def _completion_logp(model, tokenizer, row) -> torch.Tensor:
@@ -28,36 +30,213 @@ def _optim(steps: int, **kw) -> OptimConfig:
     return OptimConfig(steps=steps, batch_size=4, learning_rate=1e-3, warmup_ratio=0.0, checkpoint_every=2, log_every=1, **kw)
 
 
-def test_pass_at_n_gradient_is_weighted_ce(tiny_model, arith_rows, tmp_path):
-    """One SGD-free step: the trainer's loss gradient equals mean_i F(N, p_i)·∇(−ℓ_i) (FORMULAS §2)."""
-    from aligntrain.training.sft import StrategySFTTrainer, _sft_config
-    from datasets import Dataset
-
-    model, tokenizer = tiny_model
-    rows = arith_rows["train"][:4]
-    n = 8
-    objective = PassAtN(n=n)
+def _trainer(model, tokenizer, rows, objective: ObjectiveOptions, tmp_path) -> StrategySFTTrainer:
     args = _sft_config(_optim(1), tmp_path, max_length=128, seed=0, completion_only=True, eval_steps=None)
     data = Dataset.from_dict({c: [r[c] for r in rows] for c in ("prompt", "completion")})
-    trainer = StrategySFTTrainer(model=model, args=args, train_dataset=data, processing_class=tokenizer, objective=objective)
-    batch = next(iter(trainer.get_train_dataloader()))
+    return StrategySFTTrainer(
+        model=model, args=args, train_dataset=data, processing_class=tokenizer, objective=objective
+    )
+
+
+def _rows_of(batch, tokenizer, rows) -> list[dict]:
+    """The data rows of a collated batch, in batch order (the dataloader shuffles)."""
+    by_text = {r["prompt"] + r["completion"]: r for r in rows}
+    return [by_text[tokenizer.decode(ids, skip_special_tokens=True)] for ids in batch["input_ids"]]
+
+
+def _trainer_gradient(trainer, model, batch) -> list[torch.Tensor]:
     model.zero_grad()
     trainer.compute_loss(model, dict(batch)).backward()
-    got = [p.grad.clone() for p in model.parameters()]
+    return [p.grad.clone() for p in model.parameters()]
 
-    # Reference: the same batch rows (the dataloader shuffles) with an independent log-prob.
-    decoded = [tokenizer.decode(ids, skip_special_tokens=True) for ids in batch["input_ids"]]
-    by_text = {r["prompt"] + r["completion"]: r for r in rows}
-    batch_rows = [by_text[t] for t in decoded]
+
+def _reference_gradient(model, tokenizer, batch_rows, weight_of) -> list[torch.Tensor]:
+    """∇ of mean_i w(p_i)·(−ℓ_i) with ℓ from ``_completion_logp`` and w detached."""
     model.zero_grad()
     total = 0
     for row in batch_rows:
         ell = _completion_logp(model, tokenizer, row)
-        w = pass_at_n_weight(ell.detach().exp().double(), n).float()
-        total = total + w * (-ell)
+        total = total + weight_of(ell.detach().exp().double()).float() * (-ell)
     (total / len(batch_rows)).backward()
-    for g, p in zip(got, model.parameters()):
-        torch.testing.assert_close(g, p.grad, rtol=1e-4, atol=1e-6)
+    return [p.grad.clone() for p in model.parameters()]
+
+
+@pytest.fixture()
+def fitted_model(tiny_model, arith_rows):
+    """The tiny model after 45 Adam steps of CE on the first 9 of 12 rows.
+
+    A random model gives every completion p ≈ 1e−15, where every strategy weight
+    sits at its p → 0 limit; after the fit those 9 rows have p spread over
+    (0, 1) and the other 3 keep p ≈ 0, so the weights differ from row to row.
+    """
+    model, tokenizer = tiny_model
+    rows = arith_rows["train"][:12]
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(45):
+        loss = -sum(_completion_logp(model, tokenizer, r) for r in rows[:9]) / 9
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.zero_grad()
+    return model, tokenizer, rows
+
+
+def test_pass_at_n_gradient_is_weighted_ce(tiny_model, arith_rows, tmp_path):
+    """One SGD-free step: the trainer's loss gradient equals mean_i F(N, p_i)·∇(−ℓ_i) (FORMULAS §2)."""
+    model, tokenizer = tiny_model
+    rows = arith_rows["train"][:4]
+    n = 8
+    trainer = _trainer(model, tokenizer, rows, PassAtN(n=n), tmp_path)
+    batch = next(iter(trainer.get_train_dataloader()))
+    got = _trainer_gradient(trainer, model, batch)
+    # Reference: the same batch rows (the dataloader shuffles) with an independent log-prob.
+    want = _reference_gradient(model, tokenizer, _rows_of(batch, tokenizer, rows), lambda p: pass_at_n_weight(p, n))
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-6)
+
+
+def test_majority_gradient_is_weighted_ce(fitted_model, tmp_path):
+    """The trainer's gradient equals mean_i w(p_i)·∇(−ℓ_i), w the majority weight (FORMULAS §2, 000 eq. 16)."""
+    model, tokenizer, rows = fitted_model
+    n, k = 8, 3
+    trainer = _trainer(model, tokenizer, rows, MajorityVote(n=n, k=k), tmp_path)
+    # 12 rows in batches of 4: take the batch with the widest spread of weights.
+    batches = list(trainer.get_train_dataloader())
+    p_of = {r["id"]: _completion_logp(model, tokenizer, r).exp().double() for r in rows}
+    weight_of = {row_id: float(majority_weight(p, n, k)) for row_id, p in p_of.items()}
+    weights = lambda b: [weight_of[r["id"]] for r in _rows_of(b, tokenizer, rows)]  # noqa: E731
+    batch = max(batches, key=lambda b: max(weights(b)) - min(weights(b)))
+    assert max(weights(batch)) - min(weights(batch)) > 0.5, "the test needs rows with different weights"
+
+    got = _trainer_gradient(trainer, model, batch)
+    want = _reference_gradient(model, tokenizer, _rows_of(batch, tokenizer, rows), lambda p: majority_weight(p, n, k))
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-6)
+
+
+def test_majority_consensus_sets_the_threshold():
+    # 000 App. I.4: ρ = 0.4 at N = 64 needs 26 votes; ρ = 0.1 at N = 30 needs 3 (not 4).
+    assert MajorityVote(n=64, consensus=0.4).threshold == 26
+    assert MajorityVote(n=30, consensus=0.1).threshold == 3
+    assert MajorityVote(n=30, k=7).threshold == 7
+
+
+def _hand_hybrid(model, batch, generator: torch.Generator, num_rivals: int, mix: float) -> torch.Tensor:
+    """mix·margin + (1 − mix)·token-mean CE per sequence, averaged, written out from 000 App. A.7.2–A.7.3."""
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1].float()
+    labels = batch["labels"][:, 1:]
+    valid = labels != -100
+    gold = labels.clamp(min=0)
+    token_ce = torch.nn.functional.cross_entropy(logits.transpose(1, 2), gold, reduction="none")
+    # Rivals: at each supervised position in row-major order, K iid draws from the softmax with gold masked.
+    at = valid.nonzero(as_tuple=True)
+    masked = logits.detach()[at].scatter(-1, gold[at][:, None], -math.inf)
+    rivals = torch.multinomial(torch.softmax(masked, dim=-1), num_rivals, replacement=True, generator=generator)
+    gold_logit = logits[at].gather(-1, gold[at][:, None])
+    token_margin = -torch.nn.functional.logsigmoid(gold_logit - logits[at].gather(-1, rivals)).mean(dim=-1)
+    rows = at[0]
+    per_row = lambda x: torch.zeros(len(labels)).index_add(0, rows, x) / valid.sum(dim=-1)  # noqa: E731
+    return (mix * per_row(token_margin) + (1 - mix) * per_row(token_ce[at])).mean()
+
+
+def test_contrastive_loss_is_the_hybrid_with_the_step_generator(tiny_model, arith_rows, tmp_path):
+    model, tokenizer = tiny_model
+    rows = arith_rows["train"][:4]
+    num_rivals, mix = 4, 0.3  # mix ≠ 0.5, so that swapping the two terms would show
+    trainer = _trainer(model, tokenizer, rows, ContrastiveMargin(num_rivals=num_rivals, mix=mix), tmp_path)
+    batch = next(iter(trainer.get_train_dataloader()))
+
+    step0 = trainer.compute_loss(model, dict(batch))
+    want = _hand_hybrid(model, batch, torch.Generator().manual_seed(step_seed(0, 0)), num_rivals, mix)
+    torch.testing.assert_close(step0, want, rtol=1e-5, atol=1e-6)
+    # The rivals matter, and the seed decides them: another generator gives another loss.
+    other = _hand_hybrid(model, batch, torch.Generator().manual_seed(step_seed(0, 0) + 1), num_rivals, mix)
+    assert abs(other.item() - want.item()) > 1e-4
+
+    # Reproducible within a step, fresh rivals at the next one.
+    assert trainer.compute_loss(model, dict(batch)).item() == step0.item()
+    trainer.state.global_step = 1
+    step1 = trainer.compute_loss(model, dict(batch))
+    assert step1.item() != step0.item()
+    want1 = _hand_hybrid(model, batch, torch.Generator().manual_seed(step_seed(0, 1)), num_rivals, mix)
+    torch.testing.assert_close(step1, want1, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("passing", [7, 3], ids=["enough-pass", "too-few-pass"])
+def test_dco_refill_replaces_low_weight_examples(fitted_model, tmp_path, passing):
+    """F < ε examples are replaced by the next candidates; the batch keeps 4 rows (001 §5.1, App. B).
+
+    ``passing`` rows of the 12 candidates have F ≥ ε. With 7, the batch is the
+    first 4 passing candidates in stream order, and the others get no gradient.
+    With 3, the 3 passing ones are topped up with the failing one of highest F.
+    """
+    model, tokenizer, rows = fitted_model
+    n, batch_size = 4, 4
+    p_of = {r["id"]: _completion_logp(model, tokenizer, r).exp().double() for r in rows}
+    weight_of = {row_id: float(pass_at_n_weight(p, n)) for row_id, p in p_of.items()}
+    # ε halfway between the passing-th and (passing+1)-th largest F, far from both.
+    ranked = sorted(weight_of.values(), reverse=True)
+    eps = (ranked[passing - 1] + ranked[passing]) / 2
+    assert ranked[passing - 1] - ranked[passing] > 1e-3
+
+    trainer = _trainer(model, tokenizer, rows, PassAtN(n=n, refill_eps=eps, refill_factor=2.0), tmp_path)
+    candidates = next(iter(trainer.get_train_dataloader()))
+    assert len(candidates["input_ids"]) == 12, "(1 + refill_factor)·batch_size candidates per step"
+    order = _rows_of(candidates, tokenizer, rows)
+    passed = [r for r in order if weight_of[r["id"]] >= eps]
+    failed = sorted((r for r in order if weight_of[r["id"]] < eps), key=lambda r: -weight_of[r["id"]])
+    expected = (passed + failed)[:batch_size]
+    if passing >= batch_size:
+        assert all(weight_of[r["id"]] >= eps for r in expected)
+    replaced = sum(weight_of[r["id"]] < eps for r in order[:batch_size])
+    assert replaced > 0, "the test needs a nominal batch with an example to replace"
+
+    model.train()
+    got = _trainer_gradient(trainer, model, candidates)
+    want = _reference_gradient(model, tokenizer, expected, lambda p: pass_at_n_weight(p, n))
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-6)
+    assert trainer._metrics["train"]["refilled_fraction"] == [replaced / batch_size]
+
+
+def test_refill_candidates_per_step():
+    """B + ⌈factor·B⌉, with the factor read as a decimal (0.7·10 is 7, not 7.000000000000001)."""
+    assert PassAtN(n=4).candidates_per_step(10) == 10  # refill off
+    assert PassAtN(n=4, refill_eps=0.01).candidates_per_step(10) == 20
+    assert PassAtN(n=4, refill_eps=0.01, refill_factor=0.7).candidates_per_step(10) == 17
+    assert PassAtN(n=4, refill_eps=0.01, refill_factor=0.25).candidates_per_step(10) == 13
+
+
+class _LogRecorder(TrainerCallback):
+    def __init__(self):
+        self.logs: list[dict] = []
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        self.logs.append(dict(logs or {}))
+
+
+@pytest.mark.parametrize(
+    ("objective", "logged"),
+    [
+        (MajorityVote(n=4, consensus=0.5), "strategy_weight"),
+        (ContrastiveMargin(), "token_ce"),
+        (PassAtN(n=4, refill_eps=0.5, refill_factor=0.5), "refilled_fraction"),
+    ],
+    ids=["majority", "contrastive", "pass_at_n-refill"],
+)
+def test_train_sft_runs_each_objective(tiny_model, arith_rows, tmp_path, objective, logged):
+    model, tokenizer = tiny_model
+    before = [p.detach().clone() for p in model.parameters()]
+    recorder = _LogRecorder()
+    metrics = train_sft(
+        model, tokenizer, arith_rows["train"][:16], _optim(2), tmp_path / "run", objective=objective,
+        eval_rows=arith_rows["validation"][:4], max_length=128, seed=0, callbacks=[recorder],
+    )
+    assert math.isfinite(metrics["train_loss"]) and math.isfinite(metrics["eval_loss"])
+    step_logs = [log for log in recorder.logs if "loss" in log]
+    assert len(step_logs) == 2 and all(math.isfinite(log[logged]) for log in step_logs)
+    assert ("strategy_weight" in step_logs[0]) == (objective.weight(torch.zeros(1)) is not None)
+    assert any(not torch.equal(a, p) for a, p in zip(before, model.parameters()))
 
 
 class _Crash(TrainerCallback):
@@ -71,21 +250,26 @@ class _Crash(TrainerCallback):
             raise KeyboardInterrupt(f"simulated interruption at step {state.global_step}")
 
 
-def test_interrupted_training_resumes_to_the_same_weights(tiny_model, arith_rows, tmp_path):
+@pytest.mark.parametrize(
+    "objective",
+    [PassAtN(n=4), ContrastiveMargin(), PassAtN(n=4, refill_eps=0.5)],
+    ids=["pass_at_n", "contrastive", "pass_at_n-refill"],
+)
+def test_interrupted_training_resumes_to_the_same_weights(tiny_model, arith_rows, tmp_path, objective):
     model, tokenizer = tiny_model
     rows = arith_rows["train"]
     optim = _optim(6)
     reference = copy.deepcopy(model)
-    train_sft(reference, tokenizer, rows, optim, tmp_path / "ref", objective=PassAtN(n=4), max_length=128, seed=0)
+    train_sft(reference, tokenizer, rows, optim, tmp_path / "ref", objective=objective, max_length=128, seed=0)
 
     interrupted = copy.deepcopy(model)
     with pytest.raises(KeyboardInterrupt):
-        train_sft(interrupted, tokenizer, rows, optim, tmp_path / "run", objective=PassAtN(n=4),
+        train_sft(interrupted, tokenizer, rows, optim, tmp_path / "run", objective=objective,
                   max_length=128, seed=0, callbacks=[_Crash(at_step=5)])
     assert (tmp_path / "run" / "checkpoint-4").is_dir()
 
     resumed = copy.deepcopy(model)  # a new process would start from the initial weights again
-    metrics = train_sft(resumed, tokenizer, rows, optim, tmp_path / "run", objective=PassAtN(n=4), max_length=128, seed=0)
+    metrics = train_sft(resumed, tokenizer, rows, optim, tmp_path / "run", objective=objective, max_length=128, seed=0)
     assert metrics["resumed_from_step"] == 4
     assert not (tmp_path / "run").exists(), "checkpoints are removed after a completed run"
     for a, b in zip(reference.parameters(), resumed.parameters()):

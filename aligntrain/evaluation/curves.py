@@ -1,8 +1,12 @@
-"""Scaling curves of a pool: pass@k and maj@k for k = 1, 2, 4, …, M (FORMULAS §1).
+"""Scaling curves of a pool: pass@k, maj@k and max@k for k = 1, 2, 4, …, M (FORMULAS §1).
 
 Per prompt, the exact estimators of :mod:`aligntrain.estimators`; across
 prompts, the mean with its standard error, overall and per difficulty level.
 The per-prompt table is kept: ``compare`` pairs it across variants.
+
+Which strategies apply is the problem's business (:func:`strategies_for`):
+verifiable problems get pass@k and majority vote; continuous-reward problems get
+best-of-N (max@k of the reward) and pass@k of their ``correct`` threshold.
 """
 
 from __future__ import annotations
@@ -10,7 +14,19 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from aligntrain.estimators import maj_at_k_curve, mean_and_stderr, pass_at_k_curve
+from aligntrain.estimators import maj_at_k_curve, max_at_k_curve, mean_and_stderr, pass_at_k_curve
+
+#: strategy name -> curve of one prompt's pool (its rows, its gold class, the budgets)
+STRATEGY_CURVES = {
+    "pass": lambda group, gold, ks: pass_at_k_curve(len(group), [int(group["correct"].sum())], ks)[0],
+    "maj": lambda group, gold, ks: maj_at_k_curve(_answer_classes(group["answer_class"]), gold, ks),
+    "max": lambda group, gold, ks: max_at_k_curve(group["reward"].to_numpy(dtype=float), ks),
+}
+
+
+def strategies_for(binary_rewards: bool) -> tuple[str, ...]:
+    """pass@k and majority vote for 0/1 rewards; best-of-N and pass@k for continuous ones."""
+    return ("pass", "maj") if binary_rewards else ("max", "pass")
 
 
 def budgets(samples_per_prompt: int) -> list[int]:
@@ -21,30 +37,32 @@ def budgets(samples_per_prompt: int) -> list[int]:
     return ks
 
 
-def per_prompt_scores(pool: pd.DataFrame, gold_classes: dict[str, object]) -> pd.DataFrame:
-    """One row per prompt: level, and ``pass@k`` / ``maj@k`` columns for every budget k.
+def per_prompt_scores(
+    pool: pd.DataFrame, gold_classes: dict[str, object], strategies: tuple[str, ...] = ("pass", "maj")
+) -> pd.DataFrame:
+    """One row per prompt: level, and a ``<strategy>@k`` column per strategy and budget k.
 
-    ``gold_classes`` maps prompt id to the canonical class of its gold answer.
-    Every prompt must have the same number of samples M.
+    ``gold_classes`` maps prompt id to the canonical class of its gold answer
+    (used by ``maj``). Every prompt must have the same number of samples M.
     """
+    unknown = set(strategies) - set(STRATEGY_CURVES)
+    if unknown:
+        raise ValueError(f"unknown strategies {sorted(unknown)}; known: {sorted(STRATEGY_CURVES)}")
     sizes = pool.groupby("prompt_id").size()
     if sizes.nunique() != 1:
         raise ValueError(f"pool prompts have different sample counts: {sorted(sizes.unique())}")
     m = int(sizes.iloc[0])
     ks = budgets(m)
     grouped = pool.sort_values(["prompt_id", "sample_index"]).groupby("prompt_id", sort=True)
-    ids = list(grouped.groups)
-    correct_counts = grouped["correct"].sum().to_numpy()
-    levels = grouped["level"].first().to_numpy()
-    pass_curves = pass_at_k_curve(m, correct_counts, ks)
-    maj_curves = np.stack(
-        [maj_at_k_curve(_answer_classes(group["answer_class"]), gold_classes[pid], ks) for pid, group in grouped]
-    )
-    table = {"prompt_id": ids, "level": levels, "num_correct": correct_counts}
-    for j, k in enumerate(ks):
-        table[f"pass@{k}"] = pass_curves[:, j]
-    for j, k in enumerate(ks):
-        table[f"maj@{k}"] = maj_curves[:, j]
+    table = {
+        "prompt_id": list(grouped.groups),
+        "level": grouped["level"].first().to_numpy(),
+        "num_correct": grouped["correct"].sum().to_numpy(),
+    }
+    for strategy in strategies:
+        curves = np.stack([STRATEGY_CURVES[strategy](group, gold_classes.get(pid), ks) for pid, group in grouped])
+        for j, k in enumerate(ks):
+            table[f"{strategy}@{k}"] = curves[:, j]
     return pd.DataFrame(table)
 
 

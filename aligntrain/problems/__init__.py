@@ -15,6 +15,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from aligntrain.problems.arith import ArithProblem
+from aligntrain.problems.hydro import HydroProblem
 
 
 class Grade(Protocol):
@@ -82,6 +83,7 @@ class Problem(Protocol):
 
 PROBLEMS: dict[str, Callable[[], Problem]] = {
     "arith": ArithProblem,
+    "hydro": HydroProblem,
 }
 """Problem name -> factory of the problem object."""
 

@@ -14,7 +14,7 @@ import pandas as pd
 
 from aligntrain.config import Params
 from aligntrain.evaluation.compare import comparison_table, markdown_table, plot_scaling
-from aligntrain.evaluation.curves import curve_table, per_prompt_scores, summarize
+from aligntrain.evaluation.curves import curve_table, per_prompt_scores, strategies_for, summarize
 from aligntrain.io import atomic_path, write_json, write_text
 from aligntrain.paths import StudyPaths
 from aligntrain.problems import get_problem
@@ -57,7 +57,7 @@ def evaluate_pool(params: Params, paths: StudyPaths, variant: str, test_rows: Se
     """Per-prompt scores, summary metrics and curve tables of one variant."""
     problem = get_problem(params.problem.name)
     gold = {r["id"]: problem.gold_class(r) for r in test_rows}
-    per_prompt = per_prompt_scores(read_pool(paths.pool(variant)), gold)
+    per_prompt = per_prompt_scores(read_pool(paths.pool(variant)), gold, strategies_for(problem.binary_rewards))
     with atomic_path(paths.per_prompt(variant)) as tmp:
         per_prompt.to_parquet(tmp, index=False)
     summary = summarize(per_prompt)

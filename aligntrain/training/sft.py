@@ -7,9 +7,10 @@ objective (token-mean CE, or a sequence-level strategy loss from
 
 The strategy losses need the *summed* completion log-probability
 ℓ = log π(y*|x) per sequence (FORMULAS §2). TRL's fused LM head already returns
-per-token log-probabilities with zeros on ignored positions, so the only
-override is :meth:`StrategySFTTrainer.compute_loss`, which sums them per row and
-applies the objective.
+per-token log-probabilities with zeros on ignored positions, so the override is
+:meth:`StrategySFTTrainer.compute_loss`, which hands them to the objective (and
+the full logits to an objective that asks for them, and picks the batch among
+extra candidates for one that filters examples).
 
 Interrupted runs resume: checkpoints go to ``checkpoint_dir`` every
 ``checkpoint_every`` steps, and a re-run with the same ``checkpoint_dir`` picks up
@@ -23,6 +24,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
@@ -30,38 +32,103 @@ from transformers.trainer_utils import get_last_checkpoint
 from trl import SFTConfig, SFTTrainer
 
 from aligntrain.config import OptimConfig
-from aligntrain.training.strategies import CrossEntropy, ObjectiveOptions
+from aligntrain.training.strategies import CrossEntropy, ObjectiveOptions, ScoredBatch
 
 
 class StrategySFTTrainer(SFTTrainer):
-    """``SFTTrainer`` whose loss is a strategy objective of the summed log-probability.
+    """``SFTTrainer`` whose loss is a strategy objective (:mod:`aligntrain.training.strategies`).
 
-    With a token-level objective (plain CE) it is TRL's trainer unchanged.
+    With ``objective.uses_trl_loss`` (plain CE) it is TRL's trainer unchanged.
+    Otherwise each step (gradient accumulation is fixed at 1):
+
+    1. in training, if the objective draws more candidates than the batch size
+       (DCO refill), a no-grad forward scores them and ``objective.select``
+       picks the batch; ``refilled_fraction`` logs the share of the nominal
+       batch (its first ``batch_size`` candidates) that was replaced;
+    2. a forward computes the label log-probabilities, with TRL's fused LM head,
+       or from the full logits when ``objective.needs_logits``;
+    3. the loss is the batch mean of ``objective.sample_loss``.
+
+    The generator handed to the objective is seeded from ``args.seed`` and the
+    global step (:func:`step_seed`), so sampled losses (contrastive rivals) are
+    reproducible, resumed runs included; every eval batch at one step reuses
+    that step's seed.
     """
 
     def __init__(self, *args, objective: ObjectiveOptions, **kwargs):
         self.objective = objective
         super().__init__(*args, **kwargs)
+        self.batch_size = self._train_batch_size
+        # The training loader yields the objective's candidates per step (more than
+        # the batch size for DCO refill); Trainer sizes its loader and its sample
+        # counts from this attribute.
+        self._train_batch_size = objective.candidates_per_step(self.batch_size)
+        self.selects_batch = self._train_batch_size > self.batch_size
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        if not self.objective.sequence_level:
+        if self.objective.uses_trl_loss:
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         mode = "train" if self.model.training else "eval"
-        inputs["use_cache"] = False
-        outputs = model(**inputs, fused_lm_head=True)
-        # log_probs is (batch, seq) with zeros where the label is ignored (prompt, padding)
-        seq_logp = outputs.log_probs.sum(dim=-1)
-        # Per-sequence losses averaged over the batch (gradient accumulation is fixed at 1).
-        loss = self.objective.loss(seq_logp).mean()
+        inputs = {**inputs, "use_cache": False}
+        if mode == "train" and self.selects_batch:
+            inputs = self._select_batch(model, inputs)
+        batch, outputs = self._score(model, inputs)
+        loss = self.objective.sample_loss(batch).mean()
+        self._log_batch(mode, batch)
+        return (loss, outputs) if return_outputs else loss
+
+    def step_generator(self, device: torch.device) -> torch.Generator:
+        """A generator on ``device`` seeded by :func:`step_seed` from the seed and the current step."""
+        return torch.Generator(device=device).manual_seed(step_seed(self.args.seed, self.state.global_step))
+
+    def _select_batch(self, model, inputs: dict) -> dict:
+        """The rows of the candidate batch that ``objective.select`` keeps (DCO refill)."""
         with torch.no_grad():
-            weight = self.objective.weight(seq_logp)
+            seq_logp = model(**inputs, fused_lm_head=True).log_probs.sum(dim=-1)
+        chosen, replaced = self.objective.select(seq_logp, self.batch_size)
+        metrics = self._metrics["train"]
+        metrics["refilled_fraction"].append(replaced / min(self.batch_size, seq_logp.numel()))
+        rows = inputs["input_ids"].shape[0]
+        per_row = lambda v: isinstance(v, torch.Tensor) and v.dim() > 0 and v.shape[0] == rows  # noqa: E731
+        return {k: v[chosen] if per_row(v) else v for k, v in inputs.items()}
+
+    def _score(self, model, inputs: dict) -> tuple[ScoredBatch, object]:
+        """Label log-probabilities (and logits if asked for), shifted so position t predicts labels[:, t]."""
+        labels = inputs["labels"][:, 1:]
+        label_mask = labels != -100
+        if self.objective.needs_logits:
+            outputs = model(**{k: v for k, v in inputs.items() if k != "labels"})
+            logits = outputs.logits[:, :-1]
+            log_softmax = torch.log_softmax(logits.float(), dim=-1)
+            gathered = log_softmax.gather(-1, labels.clamp(min=0)[..., None]).squeeze(-1)
+            token_logp = torch.where(label_mask, gathered, 0.0)
+        else:
+            outputs = model(**inputs, fused_lm_head=True)  # log_probs: zeros where the label is ignored
+            logits, token_logp = None, outputs.log_probs
+        generator = self.step_generator(token_logp.device)
+        return ScoredBatch(token_logp, label_mask, labels, logits, generator), outputs
+
+    def _log_batch(self, mode: str, batch: ScoredBatch) -> None:
+        with torch.no_grad():
             metrics = self._metrics[mode]
+            seq_logp = batch.seq_logp.detach()
             metrics["seq_logp"].append(seq_logp.mean().item())
             metrics["seq_prob"].append(seq_logp.exp().mean().item())
-            metrics["strategy_weight"].append(weight.mean().item())
-            num_valid = outputs.label_mask.sum()
-            metrics["token_ce"].append((-outputs.log_probs.sum() / num_valid.clamp(min=1)).item())
-        return (loss, outputs) if return_outputs else loss
+            weight = self.objective.weight(seq_logp)
+            if weight is not None:
+                metrics["strategy_weight"].append(weight.mean().item())
+            num_valid = batch.label_mask.sum().clamp(min=1)
+            metrics["token_ce"].append((-batch.token_logp.detach().sum() / num_valid).item())
+
+
+def step_seed(seed: int, step: int) -> int:
+    """The seed of step ``step``'s generator: (seed, step) hashed by numpy's SeedSequence to 63 bits.
+
+    A hash rather than seed + step, so runs with neighbouring seeds do not share
+    their rival draws one step apart.
+    """
+    words = np.random.SeedSequence([seed % 2**64, step]).generate_state(2, dtype=np.uint32)
+    return (int(words[0]) << 31) ^ int(words[1])
 
 
 def _sft_config(

@@ -1,16 +1,37 @@
 """The registry of training objectives a variant can name in params.yaml.
 
 Each entry is a pydantic model of the objective's options; the model knows how
-to turn a batch of summed completion log-probabilities into per-sample losses
-and detached weights (FORMULAS §2). Adding an objective = adding a class here
-with ``@register_objective``; no stage, flow or config code changes.
+to turn what the SFT trainer computed for a batch (a :class:`ScoredBatch`) into
+per-sample losses, and which inputs it needs (FORMULAS §2). Adding an objective
+= adding a class here with ``@register_objective``; no stage, flow or config
+code changes.
+
+What an objective tells the trainer (class variables and hooks):
+
+- ``uses_trl_loss``: TRL's own token-mean CE, the trainer unchanged (``ce``).
+- ``needs_logits``: the full (B, T, V) logits instead of TRL's fused LM head,
+  which returns only the label tokens' log-probabilities (``contrastive``).
+- ``sample_loss(batch)``: per-sample losses; for a sequence-level objective
+  this is ``loss(seq_logp)`` of the summed log-probability ℓ.
+- ``weight(seq_logp)``: the detached weight w(p) of a loss whose gradient is
+  w(p)·∇(−ℓ), logged as ``strategy_weight``; None where there is none.
+- ``candidates_per_step(batch_size)`` and ``select(seq_logp, batch_size)``: an
+  objective that filters examples (DCO refill) draws more candidates than it
+  trains on and picks the batch from their ℓ.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import TYPE_CHECKING, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
 
 OBJECTIVES: dict[str, type[ObjectiveOptions]] = {}
 
@@ -29,21 +50,70 @@ def get_objective(name: str) -> type[ObjectiveOptions]:
         raise ValueError(f"unknown objective {name!r}; known: {sorted(OBJECTIVES)}") from None
 
 
+@dataclass(frozen=True)
+class ScoredBatch:
+    """What the SFT trainer computed for one batch of B sequences, positions already shifted.
+
+    Position t holds the prediction of ``labels[:, t]``; ignored labels (prompt,
+    padding) are −100.
+    """
+
+    #: (B, T) log π(label_t | prefix), 0 where the label is ignored.
+    token_logp: Tensor
+    #: (B, T) True where the label is supervised.
+    label_mask: Tensor
+    #: (B, T) the labels, −100 where ignored.
+    labels: Tensor
+    #: (B, T, V) logits, only for an objective with ``needs_logits``.
+    logits: Tensor | None = None
+    #: Seeded from the trainer's seed and the step: the only randomness an objective may use.
+    generator: torch.Generator | None = None
+
+    @property
+    def seq_logp(self) -> Tensor:
+        """ℓ = log π(y|x), the summed completion log-probability per sequence, (B,)."""
+        return self.token_logp.sum(dim=-1)
+
+    @property
+    def token_ce(self) -> Tensor:
+        """Token-mean cross-entropy per sequence, (B,); 0 for a sequence with no supervised token."""
+        return -self.seq_logp / self.label_mask.sum(dim=-1).clamp(min=1)
+
+
 class ObjectiveOptions(BaseModel):
     """Base of every objective's options. ``kind`` says which trainer runs it."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     name: ClassVar[str]
     kind: ClassVar[Literal["none", "sft", "rl"]]
-    #: True when the loss is a per-sequence function of the summed log-probability
-    #: (the trainer then computes ``loss(seq_logp)``); False for token-mean CE.
-    sequence_level: ClassVar[bool] = True
+    #: True: TRL's SFT loss (token-mean CE) runs unchanged and no hook below is called.
+    uses_trl_loss: ClassVar[bool] = False
+    #: True: the trainer computes the full logits (memory B·T·V) rather than TRL's fused LM head.
+    needs_logits: ClassVar[bool] = False
 
-    def loss(self, seq_logp):  # pragma: no cover - overridden
+    def loss(self, seq_logp: Tensor) -> Tensor:  # pragma: no cover - overridden
         raise TypeError(f"objective {self.name!r} has no sequence loss")
 
-    def weight(self, seq_logp):  # pragma: no cover - overridden
-        raise TypeError(f"objective {self.name!r} has no weight")
+    def sample_loss(self, batch: ScoredBatch) -> Tensor:
+        """Per-sample losses (B,); the trainer averages them. Default: ``loss(ℓ)``."""
+        return self.loss(batch.seq_logp)
+
+    def weight(self, seq_logp: Tensor) -> Tensor | None:
+        """Detached w(p) with loss gradient w(p)·∇(−ℓ), for logging; None if the loss has no such form."""
+        return None
+
+    def candidates_per_step(self, batch_size: int) -> int:
+        """Examples the trainer draws per optimizer step; ``select`` keeps ``batch_size`` of them."""
+        return batch_size
+
+    def select(self, seq_logp: Tensor, batch_size: int) -> tuple[Tensor, int]:
+        """Indices of the candidates to train on, and how many of them the objective would rather not keep.
+
+        Default: the first ``batch_size`` candidates, all wanted.
+        """
+        import torch
+
+        return torch.arange(min(batch_size, seq_logp.numel()), device=seq_logp.device), 0
 
 
 @register_objective
@@ -60,16 +130,43 @@ class CrossEntropy(ObjectiveOptions):
 
     name = "ce"
     kind = "sft"
-    sequence_level = False
+    uses_trl_loss = True
 
 
 @register_objective
 class PassAtN(ObjectiveOptions):
-    """Pass@N / DCO: loss −log(1 − (1−p)^N), weight F(N, p) (FORMULAS §2; CAT eq. 6, DCO eq. 3)."""
+    """Pass@N / DCO: loss −log(1 − (1−p)^N), weight F(N, p) (FORMULAS §2; CAT eq. 6, DCO eq. 3).
+
+    DCO refill (001 §5.1, App. B; ``refill_eps`` > 0): an example whose
+    F(N, p) < ε is replaced by a fresh one, so the batch keeps its size.
+    [choice] The trainer draws B + ⌈refill_factor·B⌉ candidates per step from
+    the shuffled training stream, scores them in one no-grad forward, and
+    trains on the first B (in stream order) with F ≥ ε. If fewer than B pass,
+    the batch is topped up with the failing candidates of highest F, so it
+    keeps its size; their F < ε keeps their gradient small (DCO itself keeps
+    the batch size only "approximately fixed", App. B). Unselected candidates
+    are skipped, not queued: the stream stays a pure function of the seed, so
+    resuming from a checkpoint is exact. Cost: a no-grad forward over all
+    candidates each step. See docs/decisions.md, "DCO refill".
+    """
 
     name = "pass_at_n"
     kind = "sft"
     n: int = Field(16, ge=1, description="Test-time budget N the model is trained for.")
+    refill_eps: float = Field(
+        0.0, ge=0, le=1, description="DCO refill threshold ε on F(N, p) (001 App. B: 0.01); 0: no refill."
+    )
+    refill_factor: float = Field(
+        1.0, gt=0, description="Extra candidates drawn per step for the refill, as a multiple of the batch size."
+    )
+
+    @field_validator("refill_factor")
+    @classmethod
+    def _refill_factor_needs_refill(cls, factor: float, info: ValidationInfo) -> float:
+        # Runs only when refill_factor is given explicitly: without refill it would do nothing.
+        if info.data.get("refill_eps", 1.0) == 0:
+            raise ValueError("refill_factor applies only with refill_eps > 0")
+        return factor
 
     def loss(self, seq_logp):
         from aligntrain.objectives import pass_at_n_loss
@@ -80,6 +177,112 @@ class PassAtN(ObjectiveOptions):
         from aligntrain.objectives import pass_at_n_weight_from_logp
 
         return pass_at_n_weight_from_logp(seq_logp.detach(), self.n)
+
+    def candidates_per_step(self, batch_size: int) -> int:
+        if self.refill_eps == 0:
+            return batch_size
+        # The factor read as the decimal it prints as: 0.7·10 is 7 extra, not ceil(7.000000000000001).
+        return batch_size + math.ceil(Fraction(repr(self.refill_factor)) * batch_size)
+
+    def select(self, seq_logp, batch_size):
+        """The first ``batch_size`` candidates with F ≥ ε, then the failing ones of highest F.
+
+        Also returns how many of the first ``batch_size`` candidates failed (the
+        examples the refill replaced).
+        """
+        import torch
+
+        from aligntrain.objectives import dco_keep_mask
+
+        weight = self.weight(seq_logp)
+        keep = dco_keep_mask(weight, self.refill_eps)
+        passing = keep.nonzero().squeeze(-1)
+        failing = (~keep).nonzero().squeeze(-1)
+        failing_by_weight = failing[torch.argsort(weight[failing], descending=True, stable=True)]
+        chosen = torch.cat([passing, failing_by_weight])[:batch_size]
+        return chosen, int((~keep[:batch_size]).sum())
+
+
+@register_objective
+class MajorityVote(ObjectiveOptions):
+    """CAT majority-vote SFT: loss −log P[Binomial(N, p) ≥ k] (FORMULAS §2; 000 eqs. 7, 15–16).
+
+    Weight p·B′(p)/B(p) = k·C(N,k)·p^k(1−p)^{N−k}/B(p); w(0) = k. The threshold
+    is either ``k`` or ``consensus`` ρ with k = ⌈ρN⌉ (000 App. I.4), exactly one.
+    """
+
+    name = "majority"
+    kind = "sft"
+    n: int = Field(16, ge=1, description="Test-time budget N: votes cast.")
+    k: int | None = Field(None, ge=1, description="Votes the gold answer needs, 1 <= k <= n (or give consensus).")
+    # validate_default: the "neither k nor consensus" check must also run when consensus is absent.
+    consensus: float | None = Field(
+        None, gt=0, le=1, validate_default=True,
+        description="Consensus fraction ρ in (0, 1]: k = ceil(ρ·n) (or give k).",
+    )
+
+    @field_validator("k")
+    @classmethod
+    def _k_at_most_n(cls, k: int | None, info: ValidationInfo) -> int | None:
+        n = info.data.get("n")  # absent when n itself failed validation
+        if k is not None and n is not None and k > n:
+            raise ValueError(f"k must be <= n, got k={k}, n={n}")
+        return k
+
+    @field_validator("consensus", mode="after")
+    @classmethod
+    def _exactly_one_threshold(cls, consensus: float | None, info: ValidationInfo) -> float | None:
+        # k is None both when it was not given and when it failed validation: only
+        # "k given and valid" counts as given here, so an invalid k is reported once.
+        k_given = info.data.get("k") is not None
+        if consensus is not None and k_given:
+            raise ValueError("give either k or consensus, not both")
+        if consensus is None and not k_given and "k" in info.data:
+            raise ValueError("the threshold is missing: give k (votes) or consensus (fraction of n)")
+        return consensus
+
+    @property
+    def threshold(self) -> int:
+        """The vote threshold k."""
+        from aligntrain.objectives import consensus_threshold
+
+        return self.k if self.k is not None else consensus_threshold(self.n, self.consensus)
+
+    def loss(self, seq_logp):
+        from aligntrain.objectives import majority_loss
+
+        return majority_loss(seq_logp, self.n, self.threshold)
+
+    def weight(self, seq_logp):
+        from aligntrain.objectives import majority_weight_from_logp
+
+        return majority_weight_from_logp(seq_logp.detach(), self.n, self.threshold)
+
+
+@register_objective
+class ContrastiveMargin(ObjectiveOptions):
+    """Hybrid mix·margin + (1 − mix)·CE per sequence (000 App. A.7.2–A.7.3; FORMULAS §2).
+
+    The margin term draws ``num_rivals`` rival tokens per gold token from the
+    softmax with the gold token masked (``objectives.contrastive_margin_loss``),
+    so it needs the full logits and the trainer's per-step generator. [choice]
+    The CE term is the token-mean per sequence (the margin's reduction too), so
+    that both terms are per-sample and the batch mean weighs sequences equally.
+    """
+
+    name = "contrastive"
+    kind = "sft"
+    needs_logits = True
+    num_rivals: int = Field(4, ge=1, description="Rivals K sampled per gold token (000's code: 4).")
+    mix: float = Field(0.5, ge=0, le=1, description="Weight of the margin term; 1 − mix goes to CE (000: 0.5).")
+
+    def sample_loss(self, batch: ScoredBatch) -> Tensor:
+        from aligntrain.objectives import contrastive_hybrid_loss, contrastive_margin_loss
+
+        if batch.logits is None:
+            raise ValueError("contrastive needs batch.logits (the trainer computes them when needs_logits is set)")
+        margin = contrastive_margin_loss(batch.logits, batch.labels, self.num_rivals, batch.generator)
+        return contrastive_hybrid_loss(batch.token_ce, margin, self.mix)
 
 
 @register_objective
