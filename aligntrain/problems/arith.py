@@ -59,20 +59,17 @@ magnitudes the traces need (including a negative left operand) in isolation.
 from __future__ import annotations
 
 import hashlib
-import numbers
 import os
 import random
 import re
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from aligntrain import verify
+from aligntrain.problems import rows
 from aligntrain.verify import ANSWER_MARKER
 
 NAME = "arith"
@@ -81,7 +78,7 @@ SPLIT_FRACTIONS = {"train": 0.8, "validation": 0.1, "test": 0.1}
 STOP_TEXT = "\n"
 MAX_EXAMPLE_CHARS = 120
 ALPHABET = frozenset("0123456789+-*=?#: QA\n")
-ROW_FIELDS = ("id", "level", "prompt", "completion", "answer")
+ROW_FIELDS = rows.ROW_FIELDS
 
 # Salt of the split hash; changing it re-partitions every question (a new dataset).
 _SPLIT_SALT = b"aligntrain/arith/split/v1:"
@@ -91,15 +88,6 @@ _MAX_FRUITLESS_DRAWS = 50_000
 
 _QUESTION = re.compile(r"(?:0|[1-9][0-9]*)(?:[-+*](?:0|[1-9][0-9]*))*")
 _PROMPT = re.compile(r"Q: (?P<question>[0-9+\-*]+)=\?\nA: ")
-_ROW_SCHEMA = pa.schema(
-    [
-        ("id", pa.string()),
-        ("level", pa.int64()),
-        ("prompt", pa.string()),
-        ("completion", pa.string()),
-        ("answer", pa.string()),
-    ]
-)
 
 
 ArithRow = dict[str, Any]
@@ -306,28 +294,8 @@ def validate_row(row: Mapping[str, Any]) -> None:
     level, and that id, completion and answer are exactly the ones that
     question determines.
     """
-    if not isinstance(row, Mapping):
-        raise ValueError(f"row must be a mapping, got {type(row).__name__}")
-    identifier = row.get("id")
-    if not isinstance(identifier, str) or not identifier:
-        raise ValueError(f"row {identifier!r}: field 'id' must be a non-empty str")
-
-    def bad(field: str, problem: str) -> ValueError:
-        return ValueError(f"row {identifier!r}: field {field!r} {problem}")
-
-    for field in ROW_FIELDS:
-        if field not in row:
-            raise bad(field, "is missing")
-    for field in row:
-        if field not in ROW_FIELDS:
-            raise bad(field, f"is not an arith field {ROW_FIELDS}")
-    for field in ("prompt", "completion", "answer"):
-        if not isinstance(row[field], str):
-            raise bad(field, f"must be a str, got {type(row[field]).__name__}")
+    bad = rows.check_row_shape(row, NAME, LEVEL_SPECS)
     level = row["level"]
-    # Integral, not int: rows read back through pandas may carry numpy integers.
-    if isinstance(level, bool) or not isinstance(level, numbers.Integral) or level not in LEVEL_SPECS:
-        raise bad("level", f"must be an int in {LEVELS}, got {level!r}")
     prompt_match = _PROMPT.fullmatch(row["prompt"])
     if prompt_match is None:
         raise bad("prompt", f"is not of the form 'Q: <question>=?\\nA: ': {row['prompt']!r}")
@@ -345,31 +313,14 @@ def validate_row(row: Mapping[str, Any]) -> None:
             raise bad(field, f"is {row[field]!r}, the question determines {expected[field]!r}")
 
 
-def save_rows(rows: Iterable[Mapping[str, Any]], path: str | os.PathLike[str]) -> None:
-    """Validate every row, then write parquet atomically (temp file + os.replace)."""
-    rows = list(rows)
-    for row in rows:
-        validate_row(row)
-    path = Path(path)
-    table = pa.Table.from_pylist([{field: row[field] for field in ROW_FIELDS} for row in rows], _ROW_SCHEMA)
-    # Same directory, so os.replace is an atomic rename; readers never see half a file.
-    handle, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(handle)
-    os.chmod(temp_name, 0o644)  # mkstemp makes it owner-only; data files are shared
-    try:
-        pq.write_table(table, temp_name)
-        os.replace(temp_name, path)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
+def save_rows(rows_: Iterable[Mapping[str, Any]], path: str | os.PathLike[str]) -> None:
+    """Validate every row, then write parquet atomically."""
+    rows.save_rows(rows_, path, validate_row)
 
 
 def load_rows(path: str | os.PathLike[str]) -> list[ArithRow]:
     """Read rows written by ``save_rows``; every row is validated (ValueError names its id)."""
-    rows = pq.read_table(path).to_pylist()
-    for row in rows:
-        validate_row(row)
-    return rows
+    return rows.load_rows(path, validate_row)
 
 
 # ---------------------------------------------------------------------------

@@ -95,16 +95,14 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 
-from aligntrain.io import atomic_path
+from aligntrain.problems import rows
 
 NAME = "hydro"
 SPLITS = ("train", "validation", "test")
 SPLIT_FRACTIONS = {"train": 0.8, "validation": 0.1, "test": 0.1}
 STOP_TEXT = "\n"
-ROW_FIELDS = ("id", "level", "prompt", "completion", "answer")
+ROW_FIELDS = rows.ROW_FIELDS
 
 ALPHABET = "ACDEFGHIKLMNPQRSTVWY"
 HYDROPHOBIC = "AFILMVWY"
@@ -126,15 +124,6 @@ _SPLIT_SALT = b"aligntrain/hydro/split/v1:"
 # Rejection sampling gives up after this many draws in a row without a new prompt of the partition.
 _MAX_FRUITLESS_DRAWS = 50_000
 
-_ROW_SCHEMA = pa.schema(
-    [
-        ("id", pa.string()),
-        ("level", pa.int64()),
-        ("prompt", pa.string()),
-        ("completion", pa.string()),
-        ("answer", pa.string()),
-    ]
-)
 
 HydroRow = dict[str, Any]
 """One example, keys ``ROW_FIELDS``: id, level (int), prompt, completion (gold
@@ -381,28 +370,8 @@ def validate_row(row: Mapping[str, Any]) -> None:
     id is the one the prompt determines, that the completion is a gold-length
     sequence plus STOP_TEXT and that the answer is that sequence.
     """
-    if not isinstance(row, Mapping):
-        raise ValueError(f"row must be a mapping, got {type(row).__name__}")
-    identifier = row.get("id")
-    if not isinstance(identifier, str) or not identifier:
-        raise ValueError(f"row {identifier!r}: field 'id' must be a non-empty str")
-
-    def bad(field: str, problem: str) -> ValueError:
-        return ValueError(f"row {identifier!r}: field {field!r} {problem}")
-
-    for field in ROW_FIELDS:
-        if field not in row:
-            raise bad(field, "is missing")
-    for field in row:
-        if field not in ROW_FIELDS:
-            raise bad(field, f"is not a hydro field {ROW_FIELDS}")
-    for field in ("prompt", "completion", "answer"):
-        if not isinstance(row[field], str):
-            raise bad(field, f"must be a str, got {type(row[field]).__name__}")
-    level = row["level"]
-    # Integral, not int: rows read back through pandas may carry numpy integers.
-    if isinstance(level, bool) or not isinstance(level, numbers.Integral) or level not in TASKS:
-        raise bad("level", f"must be an int in {LEVELS}, got {level!r}")
+    bad = rows.check_row_shape(row, NAME, TASKS)
+    identifier, level = row["id"], row["level"]
     found = level_of_prompt(row["prompt"])
     if found is None:
         forms = {task.name: task.prompt_form.pattern for task in TASKS.values()}
@@ -425,23 +394,14 @@ def validate_row(row: Mapping[str, Any]) -> None:
         raise bad("answer", f"is {row['answer']!r}, the completion spells {sequence!r}")
 
 
-def save_rows(rows: Iterable[Mapping[str, Any]], path: str | os.PathLike[str]) -> None:
+def save_rows(rows_: Iterable[Mapping[str, Any]], path: str | os.PathLike[str]) -> None:
     """Validate every row, then write parquet atomically."""
-    rows = list(rows)
-    for row in rows:
-        validate_row(row)
-    table = pa.Table.from_pylist([{field: row[field] for field in ROW_FIELDS} for row in rows], _ROW_SCHEMA)
-    with atomic_path(path) as temp_path:
-        os.chmod(temp_path, 0o644)  # mkstemp makes it owner-only; data files are shared
-        pq.write_table(table, temp_path)
+    rows.save_rows(rows_, path, validate_row)
 
 
 def load_rows(path: str | os.PathLike[str]) -> list[HydroRow]:
     """Read rows written by ``save_rows``; every row is validated (ValueError names its id)."""
-    rows = pq.read_table(path).to_pylist()
-    for row in rows:
-        validate_row(row)
-    return rows
+    return rows.load_rows(path, validate_row)
 
 
 # ---------------------------------------------------------------------------

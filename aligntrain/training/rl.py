@@ -51,7 +51,7 @@ from datasets import Dataset
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import Tensor
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOConfig, GRPOTrainer
 
 from aligntrain.advantages import (
@@ -62,6 +62,7 @@ from aligntrain.advantages import (
     validate_rule_options,
 )
 from aligntrain.config import OptimConfig
+from aligntrain.training.schedule import last_checkpoint, schedule_arguments
 
 logger = logging.getLogger(__name__)
 
@@ -465,10 +466,7 @@ class StrategyGRPOTrainer(GRPOTrainer):
 
 def grpo_config(optim: OptimConfig, config: RLConfig, checkpoint_dir: Path, *, seed: int) -> GRPOConfig:
     return GRPOConfig(
-        output_dir=str(checkpoint_dir),
-        max_steps=optim.steps,
-        per_device_train_batch_size=optim.batch_size,
-        gradient_accumulation_steps=1,
+        **schedule_arguments(optim, checkpoint_dir, seed=seed),
         num_generations=config.num_generations,
         temperature=config.temperature,
         max_completion_length=config.max_completion_length,
@@ -476,22 +474,6 @@ def grpo_config(optim: OptimConfig, config: RLConfig, checkpoint_dir: Path, *, s
         scale_rewards="none",
         loss_type=config.resolved_loss_type,
         beta=config.beta,
-        activation_checkpointing=optim.activation_checkpointing,
-        learning_rate=optim.learning_rate,
-        lr_scheduler_type="linear",
-        warmup_steps=optim.warmup_ratio,  # a float < 1 is a fraction of max_steps
-        weight_decay=optim.weight_decay,
-        logging_steps=optim.log_every,
-        save_strategy="steps",
-        save_steps=optim.checkpoint_every,
-        save_total_limit=2,
-        seed=seed,
-        data_seed=seed,
-        report_to="none",
-        dataloader_num_workers=0,
-        use_cpu=not torch.cuda.is_available(),
-        bf16=torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
-        save_only_model=False,
     )
 
 
@@ -545,17 +527,13 @@ def train_rl(
         binary_rewards=binary_rewards,
         reward_history=config.new_history(),
     )
-    last = get_last_checkpoint(str(checkpoint_dir)) if checkpoint_dir.is_dir() else None
+    last, last_step = last_checkpoint(checkpoint_dir)
     result = trainer.train(resume_from_checkpoint=last)
     metrics = {k: float(v) for k, v in result.metrics.items() if isinstance(v, (int, float))}
-    metrics["resumed_from_step"] = float(_step_of(last)) if last else 0.0
+    metrics["resumed_from_step"] = float(last_step)
     metrics["unscorable_total"] = float(trainer.unscorable_total)
     logged_rewards = [entry["reward"] for entry in trainer.state.log_history if "reward" in entry]
     if logged_rewards:
         metrics["reward"] = float(logged_rewards[-1])
     shutil.rmtree(checkpoint_dir, ignore_errors=True)
     return {k: v for k, v in metrics.items() if math.isfinite(v)}
-
-
-def _step_of(checkpoint: str) -> int:
-    return int(Path(checkpoint).name.rsplit("-", 1)[-1])

@@ -28,10 +28,10 @@ import numpy as np
 import torch
 from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
-from transformers.trainer_utils import get_last_checkpoint
 from trl import SFTConfig, SFTTrainer
 
 from aligntrain.config import OptimConfig
+from aligntrain.training.schedule import last_checkpoint, schedule_arguments
 from aligntrain.training.strategies import CrossEntropy, ObjectiveOptions, ScoredBatch
 
 
@@ -141,33 +141,13 @@ def _sft_config(
     eval_steps: int | None,
 ) -> SFTConfig:
     return SFTConfig(
-        output_dir=str(checkpoint_dir),
-        max_steps=optim.steps,
-        per_device_train_batch_size=optim.batch_size,
+        **schedule_arguments(optim, checkpoint_dir, seed=seed),
         per_device_eval_batch_size=optim.batch_size,
-        gradient_accumulation_steps=1,
-        # TRL turns this on by default; it costs ~30% time and buys nothing for small models.
-        activation_checkpointing=optim.activation_checkpointing,
-        learning_rate=optim.learning_rate,
-        lr_scheduler_type="linear",
-        warmup_steps=optim.warmup_ratio,  # a float < 1 is a fraction of max_steps
-        weight_decay=optim.weight_decay,
-        logging_steps=optim.log_every,
-        save_strategy="steps",
-        save_steps=optim.checkpoint_every,
-        save_total_limit=2,
         eval_strategy="steps" if eval_steps else "no",
         eval_steps=eval_steps,
         max_length=max_length,
         completion_only_loss=completion_only,
-        seed=seed,
-        data_seed=seed,
-        report_to="none",
         disable_tqdm=False,
-        dataloader_num_workers=0,
-        use_cpu=not torch.cuda.is_available(),
-        bf16=torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
-        save_only_model=False,
         # The strategy loss needs full sequences in the batch, never packed ones.
         packing=False,
     )
@@ -213,16 +193,12 @@ def train_sft(
         callbacks=list(callbacks),
         objective=objective,
     )
-    last = get_last_checkpoint(str(checkpoint_dir)) if checkpoint_dir.is_dir() else None
+    last, last_step = last_checkpoint(checkpoint_dir)
     result = trainer.train(resume_from_checkpoint=last)
     metrics = {k: float(v) for k, v in result.metrics.items() if isinstance(v, (int, float))}
-    metrics["resumed_from_step"] = float(_step_of(last)) if last else 0.0
+    metrics["resumed_from_step"] = float(last_step)
     if eval_rows:
         eval_metrics = trainer.evaluate()
         metrics.update({k: float(v) for k, v in eval_metrics.items() if isinstance(v, (int, float))})
     shutil.rmtree(checkpoint_dir, ignore_errors=True)
     return {k: v for k, v in metrics.items() if math.isfinite(v)}
-
-
-def _step_of(checkpoint: str) -> int:
-    return int(Path(checkpoint).name.rsplit("-", 1)[-1])
