@@ -328,7 +328,7 @@ def load_rows(path: str | os.PathLike[str]) -> list[ArithRow]:
 
 
 @dataclass(frozen=True)
-class ArithProblem:
+class ArithProblem(rows.RowStore):
     """The arith problem behind the ``aligntrain.problems.Problem`` protocol."""
 
     name: str = NAME
@@ -365,12 +365,6 @@ class ArithProblem:
 
     def validate_row(self, row: Mapping[str, Any]) -> None:
         validate_row(row)
-
-    def save_rows(self, rows: Iterable[Mapping[str, Any]], path: str | os.PathLike[str]) -> None:
-        save_rows(rows, path)
-
-    def load_rows(self, path: str | os.PathLike[str]) -> list[ArithRow]:
-        return load_rows(path)
 
 
 # ---------------------------------------------------------------------------

@@ -420,7 +420,7 @@ class HydroGrade:
 
 
 @dataclass(frozen=True)
-class HydroProblem:
+class HydroProblem(rows.RowStore):
     """The hydro problem behind the ``aligntrain.problems.Problem`` protocol."""
 
     name: str = NAME
@@ -458,12 +458,6 @@ class HydroProblem:
 
     def validate_row(self, row: Mapping[str, Any]) -> None:
         validate_row(row)
-
-    def save_rows(self, rows: Iterable[Mapping[str, Any]], path: str | os.PathLike[str]) -> None:
-        save_rows(rows, path)
-
-    def load_rows(self, path: str | os.PathLike[str]) -> list[HydroRow]:
-        return load_rows(path)
 
 
 # ---------------------------------------------------------------------------

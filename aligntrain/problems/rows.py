@@ -80,3 +80,13 @@ def load_rows(path: str | os.PathLike[str], validate: Callable[[Mapping[str, Any
     for row in rows:
         validate(row)
     return rows
+
+
+class RowStore:
+    """Mixin for problem classes: ``save_rows``/``load_rows`` through the problem's own ``validate_row``."""
+
+    def save_rows(self, rows: Iterable[Mapping[str, Any]], path: str | os.PathLike[str]) -> None:
+        save_rows(rows, path, self.validate_row)
+
+    def load_rows(self, path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+        return load_rows(path, self.validate_row)
