@@ -24,6 +24,12 @@ class StudyConfig(_Section):
     name: str = Field("default", description="Study name: the MLflow parent run and experiment tag.")
     seed: int = Field(0, description="Seed of data generation, initialisation and sampling.")
     experiment: str = Field("aligntrain", description="MLflow experiment name.")
+    run: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="Variants this study trains, evaluates and compares (names in `variants`, which is the "
+        "catalog); None: all of them. `dvc exp run -S 'study.run=[ce,tea]'` picks others.",
+    )
     torch_threads: int = Field(
         1,
         ge=0,
@@ -165,12 +171,28 @@ class Params(_Section):
         return variants
 
     @model_validator(mode="after")
+    def _run_names_variants(self) -> Params:
+        run = self.study.run or []
+        unknown = [name for name in run if name not in self.variants]
+        if unknown:
+            raise ValueError(f"study.run names {unknown}, not in variants: {sorted(self.variants)}")
+        if len(set(run)) != len(run):
+            raise ValueError(f"study.run lists a variant twice: {run}")
+        return self
+
+    @model_validator(mode="after")
     def _baseline_is_a_variant(self) -> Params:
-        if self.compare.baseline not in self.variants:
+        if self.compare.baseline not in self.run_variants:
             raise ValueError(
-                f"compare.baseline {self.compare.baseline!r} is not a variant; variants: {sorted(self.variants)}"
+                f"compare.baseline {self.compare.baseline!r} is not a variant of the study; "
+                f"study.run: {self.run_variants}"
             )
         return self
+
+    @property
+    def run_variants(self) -> list[str]:
+        """The variants of this study, in order: ``study.run``, or the whole catalog when it is unset."""
+        return list(self.study.run) if self.study.run else list(self.variants)
 
     @model_validator(mode="after")
     def _rl_variants_fit(self) -> Params:

@@ -136,7 +136,7 @@ def study_flow(params_file: str = "params.yaml", root: str = ".") -> dict:
     prepare_flow(params_file, root)
     pretrain_flow(params_file, root)
     warmup_flow(params_file, root)
-    for variant in params.variants:
+    for variant in params.run_variants:
         train_flow(variant, params_file, root)
         rollouts_flow(variant, params_file, root)
         evaluate_flow(variant, params_file, root)

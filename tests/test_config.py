@@ -25,7 +25,16 @@ def _broken(edit) -> dict:
 def test_default_and_smoke_profiles_are_valid():
     params = load_params(ROOT / "params.yaml")
     assert params.variants["pass_at_n"].options.n >= 1
-    load_params(ROOT / "profiles" / "smoke.yaml")
+    for profile in sorted((ROOT / "profiles").glob("*.yaml")):
+        load_params(profile)
+
+
+def test_study_run_selects_from_the_catalog():
+    params = parse_params(_broken(lambda r: r["study"].update(run=["ce", "rloo"])))
+    assert params.run_variants == ["ce", "rloo"]
+    assert len(params.variants) > 2, "the rest of the catalog is still validated and available"
+    everything = parse_params(_broken(lambda r: r["study"].pop("run")))
+    assert everything.run_variants == list(RAW["variants"])
 
 
 @pytest.mark.parametrize(
@@ -39,6 +48,10 @@ def test_default_and_smoke_profiles_are_valid():
         (lambda r: r["variants"]["ce"].update(n=4), "variants.ce"),  # CE takes no options
         (lambda r: r["rollouts"].update(top_p=1.5), "rollouts.top_p"),
         (lambda r: r["compare"].update(baseline="nope"), "compare.baseline"),
+        (lambda r: r["compare"].update(baseline="rloo"), "compare.baseline"),  # in the catalog, not in study.run
+        (lambda r: r["study"].update(run=["ce", "nope"]), "study.run names ['nope']"),
+        (lambda r: r["study"].update(run=["ce", "ce"]), "study.run lists a variant twice"),
+        (lambda r: r["study"].update(run=[]), "study.run"),
         (lambda r: r["model"].update(hidden_size=130), "hidden_size"),
         (lambda r: r["problem"].update(typo_key=1), "problem.typo_key"),
     ],

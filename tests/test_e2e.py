@@ -47,7 +47,8 @@ def smoke_study(tmp_path_factory) -> Path:
 
 def test_outputs_and_metrics(smoke_study):
     params = yaml.safe_load((smoke_study / "params.yaml").read_text())
-    variants = list(params["variants"])
+    variants = params["study"]["run"]
+    assert set(params["variants"]) - set(variants), "the smoke catalog has a variant the study does not run"
     m = params["rollouts"]["samples_per_prompt"]
     for variant in variants:
         assert (smoke_study / "models" / "variants" / variant / "config.json").is_file()
@@ -68,7 +69,7 @@ def test_outputs_and_metrics(smoke_study):
 def test_mlflow_runs(smoke_study):
     import mlflow
 
-    variants = list(yaml.safe_load((smoke_study / "params.yaml").read_text())["variants"])
+    variants = yaml.safe_load((smoke_study / "params.yaml").read_text())["study"]["run"]
     mlflow.set_tracking_uri(f"sqlite:///{smoke_study / 'mlflow.db'}")
     runs = mlflow.search_runs(experiment_names=["aligntrain-smoke"], output_format="list")
     parents = [r for r in runs if r.data.tags.get("aligntrain.role") == "study"]
@@ -98,6 +99,10 @@ def test_dvc_knows_what_a_change_invalidates(smoke_study):
     original = params_file.read_text()
     try:
         params = yaml.safe_load(original)
+        params["variants"]["rloo"]["rule"] = "grpo"  # catalog only: nothing to re-run
+        params_file.write_text(yaml.safe_dump(params, sort_keys=False))
+        status = _run([str(BIN / "dvc"), "status", "--json"], cwd=smoke_study, scratch=smoke_study.parent)
+        assert json.loads(status.stdout or "{}") == {}
         params["variants"]["pass_at_n"]["n"] = 8
         params_file.write_text(yaml.safe_dump(params, sort_keys=False))
         status = _run([str(BIN / "dvc"), "status", "--json"], cwd=smoke_study, scratch=smoke_study.parent)

@@ -69,7 +69,7 @@ def evaluate_pool(params: Params, paths: StudyPaths, variant: str, test_rows: Se
 
 def compare_variants(params: Params, paths: StudyPaths) -> dict:
     """``reports/compare.{md,csv,json}`` and ``reports/scaling.png``."""
-    per_prompt = {v: pd.read_parquet(paths.per_prompt(v)) for v in params.variants}
+    per_prompt = {v: pd.read_parquet(paths.per_prompt(v)) for v in params.run_variants}
     baseline = params.compare.baseline
     table = comparison_table(
         per_prompt,
