@@ -40,3 +40,23 @@ def test_sampling_is_deterministic_for_a_seed(tiny_model, arith_rows):
     c = sample_completions(model, tokenizer, prompts, 4, cfg, batch_size=8, seed=4, progress=False)
     assert [x.text for x in a] == [x.text for x in b]
     assert [x.text for x in a] != [x.text for x in c]
+
+
+def test_greedy_decoding_takes_the_argmax_token_each_step(tiny_model, arith_rows):
+    """Greedy completions are the step-by-step argmax of an unbatched forward, scored at temperature 1."""
+    model, tokenizer = tiny_model
+    prompts = sorted({r["prompt"] for r in arith_rows["train"]}, key=len)[:: len(arith_rows["train"]) // 3][:3]
+    cfg = SamplingConfig(max_new_tokens=8, greedy=True)
+    out = sample_completions(model, tokenizer, prompts, 1, cfg, batch_size=3, seed=0, progress=False)
+    for c in out:
+        ids = tokenizer(prompts[c.prompt_index])["input_ids"]
+        expected = []
+        with torch.no_grad():
+            for _ in range(8):
+                nxt = int(model(input_ids=torch.tensor([ids + expected])).logits[0, -1].argmax())
+                expected.append(nxt)
+                if nxt == tokenizer.eos_token_id:
+                    break
+        assert list(c.token_ids) == expected
+        ref = _teacher_forced_logp(model, tokenizer, prompts[c.prompt_index], expected)
+        assert abs(ref - c.logp) < 1e-3 * max(1.0, abs(ref))

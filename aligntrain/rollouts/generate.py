@@ -22,6 +22,7 @@ class SamplingConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     max_new_tokens: int = 96
+    greedy: bool = False  # argmax decoding (temperature/top_p unused); logp is still log π at temperature 1
 
 
 @dataclass(frozen=True)
@@ -67,12 +68,14 @@ def sample_completions(
         texts = [prompts[p] for p, _ in batch]
         enc = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left").to(model.device)
         torch.manual_seed(seed + b)
+        decoding = (
+            {"do_sample": False}
+            if sampling.greedy
+            else {"do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": 0}
+        )
         gen = model.generate(
             **enc,
-            do_sample=True,
-            temperature=sampling.temperature,
-            top_p=sampling.top_p,
-            top_k=0,
+            **decoding,
             max_new_tokens=sampling.max_new_tokens,
             pad_token_id=tokenizer.pad_token_id,
             eos_token_id=tokenizer.eos_token_id,
