@@ -149,6 +149,50 @@ class CompareConfig(_Section):
     baseline: str = Field("ce", description="Variant every other variant is compared against.")
 
 
+class OracleGradientConfig(_Section):
+    """Oracle-gradient cosine (FORMULAS §4; TEA §4.6, Table 13) on one model's stored pool."""
+
+    variant: str = Field("warmup", description="Variant whose model is probed (its models/variants/<name>).")
+    prompts: int = Field(16, ge=1, description="Test prompts probed (the first ones of data/test.parquet).")
+    samples_per_prompt: int = Field(256, ge=2, description="Pool size M per prompt: the empirical policy.")
+    n_target: int = Field(16, ge=1, description="Test-time budget N of the target strategy.")
+    group_sizes: list[int] = Field([8, 16, 32, 64], min_length=1, description="Training group sizes n subsampled.")
+    seeds: int = Field(5, ge=1, description="Subsampled groups per prompt and group size.")
+    rules: list[str] | None = Field(
+        None, description="RL variants (catalog names) whose rules are compared; None: every RL variant that fits."
+    )
+
+    @field_validator("group_sizes")
+    @classmethod
+    def _groups_of_two(cls, sizes: list[int]) -> list[int]:
+        if min(sizes) < 2:
+            raise ValueError(f"group sizes must be >= 2, got {sizes}")
+        return sizes
+
+
+class SyntheticConfig(_Section):
+    """The synthetic checks with known answers (FORMULAS §5)."""
+
+    bandit_actions: int = Field(100, ge=2, description="Tang bandit: actions (002 Figure 1: 100).")
+    bandit_k: int = Field(4, ge=2, description="Tang bandit: samples per update k (002: 4).")
+    bandit_steps: int = Field(300, ge=1, description="Tang bandit: updates.")
+    bandit_seeds: int = Field(16, ge=1, description="Tang bandit: independent bandits averaged.")
+    bandit_learning_rate: float = Field(1.0, gt=0, description="Tang bandit: step size on the logits (002: 1.0).")
+    tea_group_sizes: list[int] = Field([16, 32, 64, 128, 256], min_length=1, description="TEA Gaussian: group sizes n.")
+    tea_repetitions: int = Field(20000, ge=10, description="TEA Gaussian: groups drawn per n.")
+    tea_n_target: int = Field(128, ge=2, description="TEA Gaussian: target best-of-N budget (004 App. E).")
+    tea_alpha: float = Field(0.25, gt=0, lt=1, description="TEA Gaussian: tail mass α.")
+
+
+class DiagnosticsConfig(_Section):
+    """The seeds' diagnostics (FORMULAS §4-5), run by the diagnose / oracle_gradient / synthetic stages."""
+
+    budgets: list[int] = Field([4, 8, 16, 32], min_length=1, description="Budgets N of the efficiency diagnostic.")
+    tail_fraction: float = Field(0.25, gt=0, lt=1, description="Upper-tail share α of each pool in the QQ fit.")
+    oracle: OracleGradientConfig = OracleGradientConfig()
+    synthetic: SyntheticConfig = SyntheticConfig()
+
+
 class Params(_Section):
     study: StudyConfig = StudyConfig()
     problem: ProblemConfig = ProblemConfig()
@@ -161,6 +205,7 @@ class Params(_Section):
     rollouts: RolloutConfig = RolloutConfig()
     evaluate: EvaluateConfig = EvaluateConfig()
     compare: CompareConfig = CompareConfig()
+    diagnostics: DiagnosticsConfig = DiagnosticsConfig()
 
     @field_validator("variants")
     @classmethod
@@ -187,6 +232,16 @@ class Params(_Section):
                 f"compare.baseline {self.compare.baseline!r} is not a variant of the study; "
                 f"study.run: {self.run_variants}"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _oracle_names_variants(self) -> Params:
+        oracle = self.diagnostics.oracle
+        if oracle.variant not in self.run_variants:
+            raise ValueError(f"diagnostics.oracle.variant {oracle.variant!r} is not in study.run {self.run_variants}")
+        for name in oracle.rules or []:
+            if name not in self.variants or self.variants[name].objective != "rl":
+                raise ValueError(f"diagnostics.oracle.rules: {name!r} is not an RL variant of the catalog")
         return self
 
     @property

@@ -55,3 +55,16 @@ class StudyPaths:
     @property
     def reports(self) -> Path:
         return self.root / "reports"
+
+    def diagnostics(self, name: str) -> Path:
+        """Tables of one diagnostic stage: ``diagnostics/<variant>``, ``diagnostics/oracle_gradient``, ``diagnostics/synthetic``."""
+        return self.root / "diagnostics" / name
+
+    def diagnostics_metrics(self, name: str) -> Path:
+        """Headline numbers of one diagnostic stage, for ``dvc metrics`` and MLflow."""
+        return self.root / "metrics" / "diagnostics" / f"{name}.json"
+
+    @property
+    def figures(self) -> Path:
+        """The report's figures (written by the report stage only)."""
+        return self.reports / "figures"

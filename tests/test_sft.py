@@ -274,3 +274,9 @@ def test_interrupted_training_resumes_to_the_same_weights(tiny_model, arith_rows
     assert not (tmp_path / "run").exists(), "checkpoints are removed after a completed run"
     for a, b in zip(reference.parameters(), resumed.parameters()):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_step_seed_differs_per_process_and_rank_zero_is_the_single_process_seed():
+    assert step_seed(0, 5, rank=0) == step_seed(0, 5)
+    seeds = {step_seed(0, 5, rank=r) for r in range(4)} | {step_seed(0, 6), step_seed(1, 5)}
+    assert len(seeds) == 6

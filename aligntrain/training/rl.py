@@ -535,5 +535,8 @@ def train_rl(
     logged_rewards = [entry["reward"] for entry in trainer.state.log_history if "reward" in entry]
     if logged_rewards:
         metrics["reward"] = float(logged_rewards[-1])
-    shutil.rmtree(checkpoint_dir, ignore_errors=True)
+    # Every rank is past its last checkpoint write before one process deletes them.
+    trainer.accelerator.wait_for_everyone()
+    if trainer.accelerator.is_main_process:
+        shutil.rmtree(checkpoint_dir, ignore_errors=True)
     return {k: v for k, v in metrics.items() if math.isfinite(v)}

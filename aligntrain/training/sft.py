@@ -79,7 +79,8 @@ class StrategySFTTrainer(SFTTrainer):
 
     def step_generator(self, device: torch.device) -> torch.Generator:
         """A generator on ``device`` seeded by :func:`step_seed` from the seed and the current step."""
-        return torch.Generator(device=device).manual_seed(step_seed(self.args.seed, self.state.global_step))
+        seed = step_seed(self.args.seed, self.state.global_step, self.accelerator.process_index)
+        return torch.Generator(device=device).manual_seed(seed)
 
     def _select_batch(self, model, inputs: dict) -> dict:
         """The rows of the candidate batch that ``objective.select`` keeps (DCO refill)."""
@@ -121,13 +122,15 @@ class StrategySFTTrainer(SFTTrainer):
             metrics["token_ce"].append((-batch.token_logp.detach().sum() / num_valid).item())
 
 
-def step_seed(seed: int, step: int) -> int:
-    """The seed of step ``step``'s generator: (seed, step) hashed by numpy's SeedSequence to 63 bits.
+def step_seed(seed: int, step: int, rank: int = 0) -> int:
+    """The seed of step ``step``'s generator on process ``rank``: hashed by numpy's SeedSequence to 63 bits.
 
     A hash rather than seed + step, so runs with neighbouring seeds do not share
-    their rival draws one step apart.
+    their rival draws one step apart; the rank enters the hash (rank 0 as in a
+    single-process run), so processes draw different rivals.
     """
-    words = np.random.SeedSequence([seed % 2**64, step]).generate_state(2, dtype=np.uint32)
+    entropy = [seed % 2**64, step] + ([rank] if rank else [])
+    words = np.random.SeedSequence(entropy).generate_state(2, dtype=np.uint32)
     return (int(words[0]) << 31) ^ int(words[1])
 
 
@@ -200,5 +203,8 @@ def train_sft(
     if eval_rows:
         eval_metrics = trainer.evaluate()
         metrics.update({k: float(v) for k, v in eval_metrics.items() if isinstance(v, (int, float))})
-    shutil.rmtree(checkpoint_dir, ignore_errors=True)
+    # Every rank is past its last checkpoint write before one process deletes them.
+    trainer.accelerator.wait_for_everyone()
+    if trainer.accelerator.is_main_process:
+        shutil.rmtree(checkpoint_dir, ignore_errors=True)
     return {k: v for k, v in metrics.items() if math.isfinite(v)}

@@ -1,0 +1,677 @@
+"""Oracle-gradient cosine diagnostic (FORMULAS §4 "Oracle advantage and gradient cosine"; 004 §4.6).
+
+A stored pool of M completions of one prompt is treated as the *empirical policy*:
+the uniform distribution over its M items. For a test-time strategy with value
+V(π) (best-of-N, pass@N, majority vote over N iid draws) the exact policy gradient
+on that policy is
+
+    g* = (1/M) Σ_i A*_i S_i,   S_i = ∇_θ log π(y_i|x),
+
+with the *oracle advantage* A*_i of item i: ∂V/∂θ_k = π_k A*_k for a softmax over
+the pool, and Σ_i π_i A*_i = 0. A training rule's gradient from a group of n items
+drawn from the pool is g = (1/n) Σ_j A_j S_{i_j}; the diagnostic is cos(g, g*), on the
+parameters of one transformer block (the last by default, as 004 §4.6).
+
+Layout, one home per formula:
+
+- oracle advantages: :func:`best_of_n_oracle_advantage` (with :func:`best_of_n_value`),
+  :func:`pass_at_n_oracle_advantage` (with :func:`pass_at_n_sensitivities`) and
+  :func:`forced_vote_oracle_advantage` (alias :func:`majority_oracle_advantage`) for any
+  strategy whose forced-vote sensitivities a_j are known;
+- score vectors: :func:`last_block_scores` (per-completion gradients, M × D) and
+  :func:`gram_matrix` (G = S Sᵀ): every gradient here is S-weighted, g = Sᵀc, so
+  g·g′ = cᵀ G c′ and no group gradient is ever materialised;
+- cosines: :func:`oracle_gradient_cosines` (one prompt; rules × group sizes × seeds)
+  and :func:`summarize_cosines` (mean, standard error and NaN share over prompts × seeds);
+- driver: :func:`oracle_gradient_study` over :class:`PromptPool` items (one model).
+
+Choices where the spec is silent are marked *[choice]* in the docstrings.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from numpy.typing import ArrayLike
+from torch import Tensor
+from torch.func import functional_call, grad, vmap
+
+from aligntrain.advantages import (
+    MajorityThresholdState,
+    RewardHistory,
+    compute_advantages,
+    get_rule,
+    validate_rule_options,
+)
+from aligntrain.estimators import mean_and_stderr
+
+__all__ = [
+    "COSINE_COLUMNS",
+    "PromptPool",
+    "best_of_n_oracle_advantage",
+    "best_of_n_value",
+    "draw_group",
+    "forced_vote_oracle_advantage",
+    "gram_matrix",
+    "last_block_scores",
+    "majority_oracle_advantage",
+    "oracle_gradient_cosines",
+    "oracle_gradient_study",
+    "pass_at_n_oracle_advantage",
+    "pass_at_n_sensitivities",
+    "rule_label",
+    "summarize_cosines",
+]
+
+
+# --------------------------------------------------------------------------- input checks
+
+
+def _budget(n: Any, name: str = "n") -> int:
+    if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"{name} (test-time budget N) must be an integer >= 1, got {n!r}")
+    return int(n)
+
+
+def _finite_vector(values: ArrayLike, name: str) -> np.ndarray:
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{name} must be numeric: {error}") from None
+    if array.ndim != 1 or array.size == 0:
+        raise ValueError(f"{name} must be a non-empty one-dimensional array, got shape {array.shape}")
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{name} must be finite (found NaN or inf)")
+    return array
+
+
+def _binary_vector(values: ArrayLike, name: str) -> np.ndarray:
+    array = _finite_vector(values, name)
+    if not np.all((array == 0) | (array == 1)):
+        raise ValueError(f"{name} must be binary (booleans or 0/1)")
+    return array.astype(bool)
+
+
+# --------------------------------------------------------------------------- oracle advantages
+
+
+def _empirical_cdf(rewards: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct values v_1 < … < v_U, F̂(v_u), F̂(v_u⁻) and each reward's index u."""
+    values, inverse, counts = np.unique(rewards, return_inverse=True, return_counts=True)
+    cdf = np.cumsum(counts) / rewards.size
+    cdf_below = np.concatenate(([0.0], cdf[:-1]))
+    return values, cdf, cdf_below, inverse
+
+
+def best_of_n_value(rewards: ArrayLike, n: int) -> float:
+    """V_N = E[max of N iid draws from the pool] = Σ_i r_(i)[(i/M)^N − ((i−1)/M)^N] (FORMULAS §4).
+
+    Draws are *with* replacement (the pool is the empirical policy), unlike the
+    evaluation estimator ``aligntrain.estimators.max_at_k`` (without replacement).
+    """
+    r = _finite_vector(rewards, "rewards")
+    n = _budget(n)
+    values, cdf, cdf_below, _ = _empirical_cdf(r)
+    return float(values @ (cdf**n - cdf_below**n))
+
+
+def best_of_n_oracle_advantage(rewards: ArrayLike, n: int) -> np.ndarray:
+    """A*(r_i) = N·(E[max(r_i, M_{N−1})] − V_N) for every pool item (FORMULAS §4).
+
+    M_{N−1} is the maximum of N−1 iid draws from the pool's empirical CDF F̂:
+    ``E[max(r, M_{N−1})] = r F̂(r)^{N−1} + Σ_{v > r} v [F̂(v)^{N−1} − F̂(v⁻)^{N−1}]`` over the
+    distinct values v, so equal rewards get exactly equal advantages. N = 1 gives
+    r − mean(r). Σ_i A*_i = 0 and ∂V_N/∂θ_k = π_k A*_k for a softmax over the pool.
+    Rewards are shifted by their maximum first (A* is shift-invariant), so a large
+    common offset costs no precision.
+    """
+    r = _finite_vector(rewards, "rewards")
+    n = _budget(n)
+    values, cdf, cdf_below, inverse = _empirical_cdf(r - r.max())
+    jumps = values * (cdf ** (n - 1) - cdf_below ** (n - 1))
+    above = np.concatenate((np.cumsum(jumps[::-1])[::-1][1:], [0.0]))  # Σ over strictly larger values
+    expected_max = values * cdf ** (n - 1) + above
+    value = values @ (cdf**n - cdf_below**n)
+    return n * (expected_max - value)[inverse]
+
+
+def pass_at_n_sensitivities(success_rate: float, n: int) -> tuple[float, float]:
+    """Forced-vote sensitivities (a_wrong, a_correct) of pass@N (FORMULAS §4, 000 eqs. 35–37).
+
+    a_j = N·P(success | one of the N draws is forced to class j): a correct draw always
+    succeeds, so a_correct = N; a wrong one needs one of the other N−1 draws correct,
+    so a_wrong = N·(1 − (1 − p)^{N−1}).
+    """
+    n = _budget(n)
+    if not (isinstance(success_rate, numbers.Real) and 0.0 <= success_rate <= 1.0):
+        raise ValueError(f"success_rate must be a real number in [0, 1], got {success_rate!r}")
+    all_others_wrong = (1.0 - float(success_rate)) ** (n - 1)
+    return n * (1.0 - all_others_wrong), float(n)
+
+
+def pass_at_n_oracle_advantage(correct: ArrayLike, n: int) -> np.ndarray:
+    """A*(y) = a_{class(y)} − N·P with p̂ the pool's success rate and P = 1 − (1 − p̂)^N (FORMULAS §4).
+
+    Evaluated in the cancellation-free closed form: correct items get N(1 − p̂)^N,
+    wrong ones −N p̂ (1 − p̂)^{N−1} (equal to a − N·P with the sensitivities of
+    :func:`pass_at_n_sensitivities`). A pool that is all correct or all wrong gives
+    A* = 0. Note: per prompt the vector is proportional to A* for N = 1 (r − p̂), so
+    the *direction* of g* does not depend on N for binary rewards; only its size does.
+    """
+    is_correct = _binary_vector(correct, "correct")
+    n = _budget(n)
+    p = float(is_correct.mean())
+    q = 1.0 - p
+    return np.where(is_correct, n * q**n, -n * p * q ** (n - 1))
+
+
+def forced_vote_oracle_advantage(
+    class_index_per_sample: ArrayLike, class_sensitivities: ArrayLike, value: float, n: int
+) -> np.ndarray:
+    """A*(y_i) = a_{class(y_i)} − N·P for any strategy over N iid draws (FORMULAS §4, 000 eq. 65).
+
+    ``class_sensitivities[j]`` is a_j = N·P(win | one of the N draws is forced to class
+    j) on the pool's empirical class distribution; ``value`` is P, the strategy's
+    success probability there; ``class_index_per_sample[i]`` ∈ [0, len(a)) is item i's
+    class. *[choice]* Unparseable completions are a class like any other (they are
+    drawn but never win); the caller gives them an index and their sensitivity.
+    The sensitivities and P are computed elsewhere (majority vote:
+    ``aligntrain.diagnostics.forced_vote``); with exact ones, Σ_i A*_i = 0 (Euler's
+    identity for the degree-N polynomial P); with Monte Carlo ones it holds only
+    approximately.
+    """
+    classes = np.asarray(class_index_per_sample)
+    sensitivities = _finite_vector(class_sensitivities, "class_sensitivities")
+    n = _budget(n)
+    if classes.ndim != 1 or classes.size == 0 or not np.issubdtype(classes.dtype, np.integer):
+        raise ValueError("class_index_per_sample must be a non-empty one-dimensional integer array")
+    if classes.min() < 0 or classes.max() >= sensitivities.size:
+        raise ValueError(
+            f"class_index_per_sample must lie in [0, len(class_sensitivities) = {sensitivities.size})"
+        )
+    if not (isinstance(value, numbers.Real) and 0.0 <= value <= 1.0):
+        raise ValueError(f"value (the success probability P) must be in [0, 1], got {value!r}")
+    return sensitivities[classes] - n * float(value)
+
+
+#: Majority vote is one forced-vote strategy; the lead wires its a_j from ``forced_vote``.
+majority_oracle_advantage = forced_vote_oracle_advantage
+
+
+# --------------------------------------------------------------------------- score vectors
+
+
+class _BlockInputs(Exception):
+    """Raised by the capture hook to stop the forward pass at the differentiated block."""
+
+    def __init__(self, args: tuple, kwargs: dict) -> None:
+        super().__init__()
+        self.args, self.kwargs = args, kwargs
+
+
+def _block_inputs(model: Any, block: Any, input_ids: Tensor) -> tuple[Tensor, dict[str, Any]]:
+    """The hidden states and keyword inputs (rotary embeddings, mask, …) that ``block`` receives.
+
+    The layers below the block run without gradients; the pass stops at the block.
+    """
+
+    def capture(_module: Any, args: tuple, kwargs: dict) -> None:
+        raise _BlockInputs(args, kwargs)
+
+    handle = block.register_forward_pre_hook(capture, with_kwargs=True)
+    try:
+        with torch.no_grad():
+            model(input_ids=input_ids, use_cache=False)
+    except _BlockInputs as inputs:
+        kwargs = dict(inputs.kwargs)
+        return (inputs.args[0] if inputs.args else kwargs.pop("hidden_states")), kwargs
+    finally:
+        handle.remove()
+    raise RuntimeError("the forward pass never reached the differentiated block")
+
+
+def _token_sequences(
+    tokenizer: Any, prompts: str | Sequence[str] | Sequence[Sequence[int]], count: int
+) -> list[list[int]]:
+    """Prompt token ids per completion; a single prompt is shared by all ``count`` completions.
+
+    Text prompts are encoded with ``tokenizer(prompt)["input_ids"]``, as
+    ``sample_completions`` does (BOS included).
+    """
+    if isinstance(prompts, str):
+        prompts = [prompts] * count
+    if len(prompts) != count:
+        raise ValueError(f"prompts must be one prompt or one per completion ({count}), got {len(prompts)}")
+    encoded = [tokenizer(p)["input_ids"] if isinstance(p, str) else list(p) for p in prompts]
+    if any(len(ids) == 0 for ids in encoded):
+        raise ValueError("prompts must not be empty (the first completion token needs a context)")
+    return encoded
+
+
+def _split_layers(model: Any, layer: int) -> tuple[Any, list[Any]]:
+    """The differentiated decoder layer and the layers above it."""
+    layers = list(model.get_decoder().layers)
+    if not isinstance(layer, numbers.Integral) or not -len(layers) <= layer < len(layers):
+        raise ValueError(
+            f"layer must be an integer index into the model's {len(layers)} decoder layers, got {layer!r}"
+        )
+    index = int(layer) % len(layers)
+    return layers[index], layers[index + 1 :]
+
+
+def _split_batched(kwargs: Mapping[str, Any], batch: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Block keyword inputs with a leading batch dimension (vmapped) versus shared ones.
+
+    Tuples (rotary ``position_embeddings``) count as batched when all their tensors are.
+    """
+    batched, shared = {}, {}
+    for key, value in kwargs.items():
+        parts = value if isinstance(value, tuple) else (value,)
+        is_batched = all(isinstance(t, Tensor) and t.ndim > 0 and t.shape[0] == batch for t in parts)
+        (batched if is_batched else shared)[key] = value
+    return batched, shared
+
+
+def last_block_scores(
+    model: Any,
+    tokenizer: Any,
+    prompts: str | Sequence[str] | Sequence[Sequence[int]],
+    completions: Sequence[Sequence[int]],
+    *,
+    layer: int = -1,
+    batch_size: int = 64,
+) -> Tensor:
+    """Score vectors S (M × D): row i is ∇ log π(y_i|x_i) w.r.t. decoder layer ``layer``'s parameters.
+
+    log π(y|x) is summed over the completion's tokens (EOS included, as
+    ``Completion.token_ids`` stores it) at temperature 1. Columns follow
+    ``model.get_decoder().layers[layer].named_parameters()``, each parameter
+    flattened, in that order. ``layer = -1`` (default) is the last transformer block,
+    where 004 §4.6 measures its cosines. ``prompts`` is one prompt (text or ids) for
+    all completions or one per completion. Rows have the model's dtype.
+
+    Method (fast, exact): per chunk of ``batch_size`` sequences, sorted by length to
+    limit padding, the layers below ``layer`` run once without gradients (a forward
+    pre-hook captures the block's inputs and stops the pass); then
+    ``vmap(grad(...))`` over the chunk runs the block, the layers above it, the final
+    norm and the LM head per sequence with ``torch.func.functional_call``. Sequences
+    are right-padded and need no attention mask: causal attention never lets a real
+    token see the padding after it. The model is put in eval mode for the call.
+    """
+    if not completions:
+        raise ValueError("completions must be non-empty")
+    if any(len(c) == 0 for c in completions):
+        raise ValueError("completions must each hold at least one token id (EOS included)")
+    if not isinstance(batch_size, numbers.Integral) or batch_size < 1:
+        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+    prompt_ids = _token_sequences(tokenizer, prompts, len(completions))
+    block, above = _split_layers(model, layer)
+    decoder, head = model.get_decoder(), model.get_output_embeddings()
+    block_params = {name: p.detach() for name, p in block.named_parameters()}
+    width = sum(p.numel() for p in block_params.values())
+    device = next(model.parameters()).device
+    dtype = next(block.parameters()).dtype
+    pad = tokenizer.pad_token_id if tokenizer is not None and tokenizer.pad_token_id is not None else 0
+
+    sequences = [list(p) + list(c) for p, c in zip(prompt_ids, completions)]
+    order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
+    scores = torch.empty(len(sequences), width, dtype=dtype, device=device)
+
+    def sequence_logp(
+        params: dict[str, Tensor], hidden: Tensor, targets: Tensor, weights: Tensor, batched: dict, shared: dict
+    ) -> Tensor:
+        # One sequence: batched inputs lost their batch dimension under vmap; restore it.
+        def one(value: Any) -> Any:
+            return tuple(t.unsqueeze(0) for t in value) if isinstance(value, tuple) else value.unsqueeze(0)
+
+        kwargs = {**shared, **{k: one(v) for k, v in batched.items()}}
+        out = functional_call(block, params, (hidden.unsqueeze(0),), kwargs)
+        for upper in above:
+            out = upper(out, **kwargs)
+        logits = head(decoder.norm(out))[0]
+        token_logp = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        return (token_logp * weights).sum()
+
+    per_sequence_grad = vmap(grad(sequence_logp), in_dims=(None, 0, 0, 0, 0, None))
+    was_training = model.training
+    model.eval()
+    try:
+        for start in range(0, len(order), batch_size):
+            chunk = order[start : start + batch_size]
+            length = len(sequences[chunk[-1]])
+            ids = torch.full((len(chunk), length), pad, dtype=torch.long)
+            weights = torch.zeros(len(chunk), length, dtype=dtype)
+            for row, i in enumerate(chunk):
+                ids[row, : len(sequences[i])] = torch.tensor(sequences[i])
+                # logits at position t predict token t+1: weight the completion's predictions.
+                weights[row, len(prompt_ids[i]) - 1 : len(sequences[i]) - 1] = 1.0
+            ids, weights = ids.to(device), weights.to(device)
+            targets = torch.cat([ids[:, 1:], ids[:, :1]], dim=1)  # last column has weight 0
+            hidden, kwargs = _block_inputs(model, block, ids)
+            batched, shared = _split_batched(kwargs, len(chunk))
+            # torch.func.grad ignores an outer no_grad, which keeps the frozen
+            # parameters above the block from recording a graph around it.
+            with torch.no_grad(), warnings.catch_warnings():
+                # sdpa has no vmap batching rule on CPU; the fallback loop is correct.
+                warnings.filterwarnings("ignore", message="There is a performance drop")
+                grads = per_sequence_grad(block_params, hidden, targets, weights, batched, shared)
+            rows, column = torch.tensor(chunk, device=device), 0
+            for g in grads.values():  # one column slice per parameter: no concatenated copy
+                size = g[0].numel()
+                scores[:, column : column + size].index_copy_(0, rows, g.reshape(len(chunk), size))
+                column += size
+    finally:
+        model.train(was_training)
+    return scores
+
+
+def gram_matrix(scores: Tensor) -> np.ndarray:
+    """G = S Sᵀ (M × M) as float64: the inner products of all score vectors.
+
+    *[choice]* The product runs in the scores' dtype (float32 for a float32 model:
+    relative error ~1e−6, ample for cosines) and is then converted.
+    """
+    if not isinstance(scores, Tensor) or scores.ndim != 2 or scores.shape[0] == 0:
+        raise ValueError("scores must be a non-empty (M, D) tensor")
+    return (scores @ scores.T).double().cpu().numpy()
+
+
+# --------------------------------------------------------------------------- cosines
+
+#: Columns of :func:`oracle_gradient_cosines`' frame. ``status`` is ``ok``, ``zero_advantages``
+#: (the rule gave all-zero advantages: cosine NaN), ``zero_gradient`` (non-zero advantages
+#: whose gradient cancels, e.g. on duplicated completions), ``zero_oracle`` (g* = 0) or
+#: ``skipped`` (the rule does not apply; ``reason`` says why).
+COSINE_COLUMNS = ["rule", "rule_name", "n", "seed", "cosine", "status", "reason"]
+
+#: ‖g‖ below this fraction of Σ_i |c_i|·max_i ‖S_i‖ counts as a cancelled (zero) gradient:
+#: float32 Gram entries carry ~1e−6 relative error, so smaller norms are rounding noise.
+_ZERO_GRADIENT_RELATIVE = 1e-5
+
+
+def rule_label(rule: str, options: Mapping[str, Any]) -> str:
+    """``name`` or ``name(k=v, …)``, options sorted: the ``rule`` column of the frames."""
+    if not options:
+        return rule
+    return f"{rule}({', '.join(f'{k}={options[k]!r}' for k in sorted(options))})"
+
+
+def _fresh_context(
+    needed: frozenset[str], indices: np.ndarray, answers: Sequence[Hashable] | None, logps: np.ndarray | None
+) -> dict[str, Any]:
+    """Context for one group: pool columns subset to the group, *fresh* state objects.
+
+    *[choice]* State-carrying rules see a new, empty history / threshold EMA on every
+    group (there is no training run to accumulate it). An empty history gives
+    q = 1/2, so ``cat_best_of_n`` with a history quantile reduces to GRPO-Z here.
+    """
+    makers = {
+        "answers": lambda: [[answers[i] for i in indices]],
+        "logps": lambda: torch.as_tensor(logps[indices], dtype=torch.float64).unsqueeze(0),
+        "history": lambda: RewardHistory(decay=1.0),
+        "step": lambda: 0,
+        "threshold_state": lambda: MajorityThresholdState(),
+    }
+    return {key: makers[key]() for key in needed}
+
+
+def _why_not_applicable(
+    rule: str, options: Mapping[str, Any], n: int, binary: bool, available: frozenset[str]
+) -> str | None:
+    """None when the rule runs on groups of n from this pool, else the reason it is skipped."""
+    try:
+        resolved = validate_rule_options(rule, n, options, binary_rewards=binary)
+    except ValueError as error:
+        return str(error)
+    missing = sorted(get_rule(rule).context_needed(resolved) - available)
+    return f"rule {rule!r} needs {missing}, not given" if missing else None
+
+
+def _gradient_norms(gram: np.ndarray, coefficients: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """‖Sᵀc_s‖ for every row c_s, and whether it is a cancelled (numerically zero) gradient."""
+    norms = np.sqrt(np.maximum(np.einsum("sm,sm->s", coefficients @ gram, coefficients), 0.0))
+    largest_score = math.sqrt(max(float(np.max(np.diag(gram))), 0.0))
+    return norms, norms <= _ZERO_GRADIENT_RELATIVE * np.abs(coefficients).sum(axis=1) * largest_score
+
+
+def _cosines(gram: np.ndarray, coefficients: np.ndarray, oracle: np.ndarray) -> np.ndarray:
+    """cos(Sᵀc_s, Sᵀc*) for every row c_s (c* = ``oracle``); NaN for a cancelled gradient."""
+    norms, cancelled = _gradient_norms(gram, coefficients)
+    oracle_norm = _gradient_norms(gram, oracle[None])[0][0]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cosine = coefficients @ (gram @ oracle) / (norms * oracle_norm)
+    return np.where(cancelled, np.nan, np.clip(cosine, -1.0, 1.0))
+
+
+def _group_coefficients(
+    rule: str,
+    options: Mapping[str, Any],
+    groups: Sequence[np.ndarray],
+    rewards: np.ndarray,
+    answers: Sequence[Hashable] | None,
+    logps: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Row s: c with g_s = Sᵀc = (1/n) Σ_j A_j S_{i_j} for group s (a repeated item adds up),
+    and whether the rule's advantages on group s are all zero."""
+    n = groups[0].size
+    needed = get_rule(rule).context_needed(validate_rule_options(rule, n, options))
+    coefficients = np.zeros((len(groups), rewards.size))
+    all_zero = np.zeros(len(groups), dtype=bool)
+    for row, indices in enumerate(groups):
+        group_rewards = torch.as_tensor(rewards[indices], dtype=torch.float64).unsqueeze(0)
+        context = _fresh_context(needed, indices, answers, logps)
+        advantages = compute_advantages(rule, group_rewards, **context, **options)[0].numpy()
+        coefficients[row] = np.bincount(indices, weights=advantages / n, minlength=rewards.size)
+        all_zero[row] = not np.any(advantages)
+    return coefficients, all_zero
+
+
+def draw_group(pool_size: int, n: int, seed: int, stream: int = 0, replace: bool = True) -> np.ndarray:
+    """Pool indices of the group of size n that ``oracle_gradient_cosines`` uses for (seed, stream).
+
+    Seeded by ``numpy.random.default_rng([seed, n, stream])`` (seed and stream >= 0).
+    """
+    rng = np.random.default_rng([int(seed), int(n), int(stream)])
+    return rng.choice(pool_size, size=n, replace=replace)
+
+
+def oracle_gradient_cosines(
+    gram: ArrayLike,
+    oracle_adv: ArrayLike,
+    rewards: ArrayLike,
+    rules: Sequence[tuple[str, Mapping[str, Any]]],
+    group_sizes: Sequence[int],
+    seeds: Sequence[int],
+    *,
+    answers: Sequence[Hashable] | None = None,
+    logps: ArrayLike | None = None,
+    replace: bool = True,
+    stream: int = 0,
+    center_scores: bool = False,
+) -> pd.DataFrame:
+    """cos(g, g*) for every rule × group size n × seed on one prompt's pool (004 §4.6).
+
+    g* = (1/M) Σ_i A*_i S_i and g = (1/n) Σ_j A_j S_{i_j}, where the group i_1..i_n is
+    drawn from the pool and A = ``compute_advantages(rule, rewards[group] (1 × n),
+    **context, **options)``; both inner products come from ``gram`` (G = S Sᵀ).
+    ``rules`` holds (registry name, options) pairs; ``answers`` (answer classes, None
+    = unparseable) and ``logps`` are the pool's columns, subset to the group for the
+    rules that need them.
+
+    *[choice]* Groups are drawn *with* replacement by default (iid from the empirical
+    policy, as the oracle assumes: an unbiased rule then has E[g] = g* exactly);
+    ``replace=False`` subsamples without. The group of a (seed, n) is the same for
+    every rule (paired comparison) and is seeded by (seed, n, ``stream``): give each
+    prompt its own ``stream``. A rule that does not apply (binary-only rule on
+    continuous rewards, an option invalid for this n, missing context) gets one
+    ``skipped`` row per (n, seed) with the reason; all-zero advantages give a NaN
+    cosine with status ``zero_advantages``. Columns: :data:`COSINE_COLUMNS`.
+
+    ``center_scores`` *[choice, default off = 004's protocol]*: the pool's mean score
+    S̄ = (1/M) Σ_i S_i is not 0 (E_π[S] = 0 only over the whole policy), so a rule
+    whose advantages do not sum to 0 on a group (``loo_pass_at_k``, ``bon_max_*``)
+    picks up a component (1/n)(Σ_j A_j)·S̄ that g* (Σ_i A*_i = 0) does not have.
+    ``center_scores=True`` uses S_i − S̄ (Gram H G H, H = I − 11ᵀ/M), the score
+    function of a softmax over the pool: then every rule unbiased for the oracle's
+    objective has E[g] = g* exactly. g* itself is the same either way.
+    """
+    gram = np.asarray(gram, dtype=np.float64)
+    oracle = _finite_vector(oracle_adv, "oracle_adv")
+    reward_vector = _finite_vector(rewards, "rewards")
+    pool_size = reward_vector.size
+    if gram.shape != (pool_size, pool_size) or not np.all(np.isfinite(gram)):
+        raise ValueError(f"gram must be a finite ({pool_size}, {pool_size}) matrix, got shape {gram.shape}")
+    if oracle.size != pool_size:
+        raise ValueError(f"oracle_adv must have one value per pool item ({pool_size}), got {oracle.size}")
+    if answers is not None and len(answers) != pool_size:
+        raise ValueError(f"answers must have one entry per pool item ({pool_size}), got {len(answers)}")
+    logp_vector = None if logps is None else _finite_vector(logps, "logps")
+    if logp_vector is not None and logp_vector.size != pool_size:
+        raise ValueError(f"logps must have one value per pool item ({pool_size}), got {logp_vector.size}")
+    for n in group_sizes:
+        if not isinstance(n, numbers.Integral) or n < 2 or (not replace and n > pool_size):
+            limit = "" if replace else f" and <= the pool size {pool_size} (replace=False)"
+            raise ValueError(f"group_sizes must be integers >= 2{limit}, got {n!r}")
+    if not seeds or any(not isinstance(s, numbers.Integral) or s < 0 for s in seeds):
+        raise ValueError(f"seeds must be a non-empty sequence of integers >= 0, got {seeds!r}")
+    for rule, options in rules:
+        get_rule(rule).resolve_options(options)  # an unknown rule or option name is a caller bug: raise
+
+    if center_scores:
+        gram = gram - gram.mean(axis=0, keepdims=True) - gram.mean(axis=1, keepdims=True) + gram.mean()
+    binary = bool(np.all((reward_vector == 0) | (reward_vector == 1)))
+    available = frozenset({"history", "step", "threshold_state"})
+    available |= frozenset({"answers"} if answers is not None else ())
+    available |= frozenset({"logps"} if logp_vector is not None else ())
+    oracle_coefficients = oracle / pool_size
+    oracle_is_zero = bool(_gradient_norms(gram, oracle_coefficients[None])[1][0])
+
+    records: list[tuple] = []
+    for rule, options in rules:
+        label = rule_label(rule, options)
+        for n in group_sizes:
+            reason = _why_not_applicable(rule, options, n, binary, available)
+            if reason is not None:
+                records += [(label, rule, n, s, np.nan, "skipped", reason) for s in seeds]
+                continue
+            groups = [draw_group(pool_size, n, s, stream, replace) for s in seeds]
+            coefficients, all_zero = _group_coefficients(
+                rule, options, groups, reward_vector, answers, logp_vector
+            )
+            cosines = _cosines(gram, coefficients, oracle_coefficients)
+            for seed, zero, cosine in zip(seeds, all_zero, cosines):
+                status = (
+                    "zero_oracle" if oracle_is_zero
+                    else "zero_advantages" if zero
+                    else "zero_gradient" if np.isnan(cosine)
+                    else "ok"
+                )
+                records.append((label, rule, n, seed, cosine if status == "ok" else np.nan, status, ""))
+    return pd.DataFrame.from_records(records, columns=COSINE_COLUMNS)
+
+
+def summarize_cosines(frame: pd.DataFrame, by: Sequence[str] = ("rule", "n")) -> pd.DataFrame:
+    """Mean and standard error of the cosine per ``by`` group, over all its prompts × seeds.
+
+    The standard error is std(ddof=1)/√count over the finite cosines (000's
+    convention, ``aligntrain.estimators.mean_and_stderr``), treating prompt × seed
+    cells as independent. ``nan_share`` is the share of non-skipped rows whose cosine
+    is NaN (zero advantages, cancelled gradient or zero oracle); a group made only of
+    skipped rows keeps its reason and NaN statistics. Columns: ``*by, mean, stderr,
+    count, nan_share, skipped, reason``.
+    """
+    missing = sorted({*by, "cosine", "status", "reason"} - set(frame.columns))
+    if missing:
+        raise ValueError(f"frame is missing columns {missing}")
+    rows = []
+    for key, group in frame.groupby(list(by), sort=False):
+        ran = group[group["status"] != "skipped"]
+        finite = ran["cosine"].to_numpy(dtype=np.float64)
+        finite = finite[np.isfinite(finite)]
+        mean, stderr = mean_and_stderr(finite) if finite.size else (np.nan, np.nan)
+        reasons = group.loc[group["status"] == "skipped", "reason"].unique()
+        rows.append(
+            (
+                *(key if isinstance(key, tuple) else (key,)),
+                mean,
+                stderr,
+                int(finite.size),
+                float(1.0 - finite.size / len(ran)) if len(ran) else np.nan,
+                int(len(group) - len(ran)),
+                "; ".join(reasons),
+            )
+        )
+    columns = [*by, "mean", "stderr", "count", "nan_share", "skipped", "reason"]
+    return pd.DataFrame.from_records(rows, columns=columns)
+
+
+# --------------------------------------------------------------------------- driver
+
+
+@dataclass(frozen=True)
+class PromptPool:
+    """One prompt's pool for the study: M completions with their grades and oracle advantages.
+
+    ``completion_ids`` are ``Completion.token_ids`` (EOS included); ``oracle_advantages``
+    come from one of the ``*_oracle_advantage`` functions for the target strategy
+    (best-of-N on ``rewards``, pass@N on correctness, majority from forced-vote
+    sensitivities). ``answers`` / ``logps`` are needed only by rules that use them.
+    """
+
+    prompt_id: Hashable
+    prompt: str | Sequence[int]
+    completion_ids: Sequence[Sequence[int]]
+    rewards: Sequence[float]
+    oracle_advantages: Sequence[float]
+    answers: Sequence[Hashable] | None = None
+    logps: Sequence[float] | None = None
+
+
+def oracle_gradient_study(
+    model: Any,
+    tokenizer: Any,
+    pools: Sequence[PromptPool],
+    rules: Sequence[tuple[str, Mapping[str, Any]]],
+    group_sizes: Sequence[int],
+    seeds: Sequence[int],
+    *,
+    layer: int = -1,
+    batch_size: int = 64,
+    replace: bool = True,
+    center_scores: bool = False,
+) -> pd.DataFrame:
+    """The diagnostic for one model: per prompt, scores → Gram → cosines; frame with ``prompt_id`` first.
+
+    Prompt p uses ``stream = p`` (its position in ``pools``) so that the groups differ
+    across prompts yet every run is deterministic; the other options are those of
+    :func:`last_block_scores` and :func:`oracle_gradient_cosines`. Summarise with
+    :func:`summarize_cosines`. Memory: one prompt's scores at a time (M × D).
+    """
+    frames = []
+    for stream, pool in enumerate(pools):
+        scores = last_block_scores(
+            model, tokenizer, pool.prompt, pool.completion_ids, layer=layer, batch_size=batch_size
+        )
+        frame = oracle_gradient_cosines(
+            gram_matrix(scores),
+            pool.oracle_advantages,
+            pool.rewards,
+            rules,
+            group_sizes,
+            seeds,
+            answers=pool.answers,
+            logps=pool.logps,
+            replace=replace,
+            stream=stream,
+            center_scores=center_scores,
+        )
+        frames.append(frame.assign(prompt_id=pool.prompt_id)[["prompt_id", *COSINE_COLUMNS]])
+    return pd.concat(frames, ignore_index=True)
