@@ -110,7 +110,12 @@ class StageRun:
             self._mlflow.log_metrics(numeric, step=step)
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
-        if Path(path).exists():
+        """A file, or a directory's files (under ``artifact_path``/its name); nothing when it does not exist."""
+        path = Path(path)
+        if path.is_dir():
+            inside = f"{artifact_path}/{path.name}" if artifact_path else path.name
+            self._mlflow.log_artifacts(str(path), artifact_path=inside)
+        elif path.exists():
             self._mlflow.log_artifact(str(path), artifact_path=artifact_path)
 
     def trainer_callback(self):

@@ -105,6 +105,42 @@ def compare(params: str = ParamsOpt, root: str = RootOpt) -> None:
 
 
 @app.command()
+def diagnose(variant: str = VariantOpt, params: str = ParamsOpt, root: str = RootOpt) -> None:
+    """Diagnostics of one variant's pool and model: diagonal efficiency, QQ tails, greedy confidence."""
+    _validated(params, root, variant)
+    from flows.stages import diagnose_flow
+
+    diagnose_flow(variant, params, root)
+
+
+@app.command("oracle-gradient")
+def oracle_gradient(params: str = ParamsOpt, root: str = RootOpt) -> None:
+    """Cosine of each RL rule's group gradient with the oracle gradient of the target strategy."""
+    _validated(params, root)
+    from flows.stages import oracle_gradient_flow
+
+    oracle_gradient_flow(params, root)
+
+
+@app.command()
+def synthetic(params: str = ParamsOpt, root: str = RootOpt) -> None:
+    """The synthetic checks with known answers: Tang bandit, TEA Gaussian tail."""
+    _validated(params, root)
+    from flows.stages import synthetic_flow
+
+    synthetic_flow(params, root)
+
+
+@app.command()
+def report(params: str = ParamsOpt, root: str = RootOpt) -> None:
+    """reports/index.md: the study's setup, scaling curves, comparisons and diagnostics on one page."""
+    _validated(params, root)
+    from flows.stages import report_flow
+
+    report_flow(params, root)
+
+
+@app.command()
 def study(params: str = ParamsOpt, root: str = RootOpt) -> None:
     """The whole study in one process (Prefect's `study` flow; no DVC caching)."""
     _validated(params, root)

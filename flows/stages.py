@@ -128,6 +128,55 @@ def compare_flow(params_file: str = "params.yaml", root: str = ".") -> dict:
     return summary
 
 
+@flow(name="diagnose")
+def diagnose_flow(variant: str, params_file: str = "params.yaml", root: str = ".") -> dict:
+    params, paths, root_ = _context(params_file, root)
+    logged = {"variant": params.variant(variant).model_dump(), "diagnostics": params.diagnostics.model_dump()}
+    from tasks import diagnostics, prepare
+
+    with _run(params, root_, "diagnose", variant, logged) as run:
+        summary = diagnostics.diagnose_variant(params, paths, variant, prepare.read_split(paths, "test"))
+        run.log_metrics(summary)
+        run.log_artifact(paths.diagnostics_metrics(variant))
+    return summary
+
+
+@flow(name="oracle-gradient")
+def oracle_gradient_flow(params_file: str = "params.yaml", root: str = ".") -> dict:
+    params, paths, root_ = _context(params_file, root)
+    from tasks import diagnostics, prepare
+
+    with _run(params, root_, "oracle_gradient", None, {"oracle": params.diagnostics.oracle.model_dump()}) as run:
+        summary = diagnostics.oracle_gradient(params, paths, prepare.read_split(paths, "test"))
+        run.log_metrics(summary)
+        run.log_artifact(paths.diagnostics("oracle_gradient") / "summary.csv")
+    return summary
+
+
+@flow(name="synthetic")
+def synthetic_flow(params_file: str = "params.yaml", root: str = ".") -> dict:
+    params, paths, root_ = _context(params_file, root)
+    from tasks import diagnostics
+
+    with _run(params, root_, "synthetic", None, {"synthetic": params.diagnostics.synthetic.model_dump()}) as run:
+        summary = diagnostics.synthetic_checks(params, paths)
+        run.log_metrics(summary)
+    return summary
+
+
+@flow(name="report")
+def report_flow(params_file: str = "params.yaml", root: str = ".") -> dict:
+    params, paths, root_ = _context(params_file, root)
+    from tasks import diagnostics
+
+    with _run(params, root_, "report", None, {"run": params.run_variants}) as run:
+        summary = diagnostics.build_report(params, paths)
+        run.log_metrics(summary)
+        run.log_artifact(paths.reports / "index.md", artifact_path="reports")
+        run.log_artifact(paths.figures, artifact_path="reports")
+    return summary
+
+
 @flow(name="study")
 def study_flow(params_file: str = "params.yaml", root: str = ".") -> dict:
     """The whole DAG in one process, under one fresh MLflow parent run (no DVC caching)."""
@@ -140,4 +189,8 @@ def study_flow(params_file: str = "params.yaml", root: str = ".") -> dict:
         train_flow(variant, params_file, root)
         rollouts_flow(variant, params_file, root)
         evaluate_flow(variant, params_file, root)
-    return compare_flow(params_file, root)
+        diagnose_flow(variant, params_file, root)
+    compare_flow(params_file, root)
+    oracle_gradient_flow(params_file, root)
+    synthetic_flow(params_file, root)
+    return report_flow(params_file, root)

@@ -445,13 +445,16 @@ def test_study_runs_per_prompt_with_its_own_stream(tiny_model, arith_rows):
         rewards = np.random.default_rng(p).integers(0, 2, size=8).astype(float)
         rewards[:2] = (0.0, 1.0)  # both outcomes present
         oracle = pass_at_n_oracle_advantage(rewards, 4)
-        pools.append(PromptPool(row["id"], row["prompt"], completions, rewards, oracle))
-    frame = oracle_gradient_study(model, tokenizer, pools, [("rloo", {})], [4], [0, 1])
-    assert list(frame.columns) == ["prompt_id", *COSINE_COLUMNS] and len(frame) == 4
-    second = frame[frame["prompt_id"] == pools[1].prompt_id].reset_index(drop=True)
+        pools.append(PromptPool(row["id"], row["prompt"], completions, rewards, {"pass": oracle, "other": -oracle}))
+    frame = oracle_gradient_study(model, tokenizer, pools, [("rloo", {})], [4], [0, 1], center_scores=(False, True))
+    assert list(frame.columns) == ["prompt_id", "target", "centered", *COSINE_COLUMNS] and len(frame) == 16
+    flipped = frame[frame.target == "other"].cosine.to_numpy()
+    np.testing.assert_allclose(flipped, -frame[frame.target == "pass"].cosine.to_numpy())
+    raw = frame[(frame.target == "pass") & ~frame.centered]
+    second = raw[raw["prompt_id"] == pools[1].prompt_id].reset_index(drop=True)
     scores = last_block_scores(model, tokenizer, pools[1].prompt, pools[1].completion_ids)
     alone = oracle_gradient_cosines(
-        gram_matrix(scores), pools[1].oracle_advantages, pools[1].rewards, [("rloo", {})], [4], [0, 1], stream=1
+        gram_matrix(scores), pools[1].oracle_advantages["pass"], pools[1].rewards, [("rloo", {})], [4], [0, 1], stream=1
     )
     pd.testing.assert_frame_equal(second[COSINE_COLUMNS], alone)
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -66,6 +68,27 @@ def test_outputs_and_metrics(smoke_study):
     assert "| pass_at_n |" in (smoke_study / "reports" / "compare.md").read_text()
 
 
+def test_diagnostics_and_report(smoke_study):
+    params = yaml.safe_load((smoke_study / "params.yaml").read_text())
+    for variant in params["study"]["run"]:
+        summary = json.loads((smoke_study / "metrics" / "diagnostics" / f"{variant}.json").read_text())
+        assert 0.0 <= summary["confidence"]["greedy_accuracy"] <= 1.0
+        for e in summary["efficiency"].values():
+            assert e["median_efficiency"] is None or 0.0 <= e["median_efficiency"] <= 1.0
+            assert e["median_paper_ratio"] is None or 0.5 <= e["median_paper_ratio"] <= 1.0
+    oracle = pd.read_csv(smoke_study / "diagnostics" / "oracle_gradient" / "summary.csv")
+    assert set(oracle.target) == {"pass", "majority"} and set(oracle.variant) == {"grpo", "rloo"}
+    finite = oracle["mean"].dropna()
+    assert ((finite >= -1) & (finite <= 1)).all()
+    report = (smoke_study / "reports" / "index.md").read_text()
+    for heading in ("## Setup", "## Scaling curves", "## Alignment coefficient", "## Overconfidence",
+                    "## Diagonal-approximation efficiency", "## QQ tail fits", "## Oracle-gradient cosine",
+                    "## Synthetic checks"):
+        assert heading in report
+    for link in re.findall(r"\]\((figures/[^)]+\.png)\)", report):
+        assert (smoke_study / "reports" / link).read_bytes()[:4] == b"\x89PNG", link
+
+
 def test_mlflow_runs(smoke_study):
     import mlflow
 
@@ -76,8 +99,8 @@ def test_mlflow_runs(smoke_study):
     children = [r for r in runs if r.data.tags.get("aligntrain.role") == "stage"]
     assert len(parents) == 1
     names = {r.info.run_name for r in children}
-    expected = {"prepare", "pretrain", "warmup", "compare"} | {
-        f"{stage}@{v}" for stage in ("train", "rollouts", "evaluate") for v in variants
+    expected = {"prepare", "pretrain", "warmup", "compare", "oracle_gradient", "synthetic", "report"} | {
+        f"{stage}@{v}" for stage in ("train", "rollouts", "evaluate", "diagnose") for v in variants
     }
     assert names == expected
     assert {r.data.tags["mlflow.parentRunId"] for r in children} == {parents[0].info.run_id}

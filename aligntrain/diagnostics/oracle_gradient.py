@@ -620,17 +620,18 @@ def summarize_cosines(frame: pd.DataFrame, by: Sequence[str] = ("rule", "n")) ->
 class PromptPool:
     """One prompt's pool for the study: M completions with their grades and oracle advantages.
 
-    ``completion_ids`` are ``Completion.token_ids`` (EOS included); ``oracle_advantages``
-    come from one of the ``*_oracle_advantage`` functions for the target strategy
-    (best-of-N on ``rewards``, pass@N on correctness, majority from forced-vote
-    sensitivities). ``answers`` / ``logps`` are needed only by rules that use them.
+    ``completion_ids`` are ``Completion.token_ids`` (EOS included);
+    ``oracle_advantages`` maps a target strategy's name to its A* on the pool, from
+    one of the ``*_oracle_advantage`` functions (best-of-N on ``rewards``, pass@N on
+    correctness, majority from forced-vote sensitivities). ``answers`` / ``logps``
+    are needed only by rules that use them.
     """
 
     prompt_id: Hashable
     prompt: str | Sequence[int]
     completion_ids: Sequence[Sequence[int]]
     rewards: Sequence[float]
-    oracle_advantages: Sequence[float]
+    oracle_advantages: Mapping[str, Sequence[float]]
     answers: Sequence[Hashable] | None = None
     logps: Sequence[float] | None = None
 
@@ -646,32 +647,39 @@ def oracle_gradient_study(
     layer: int = -1,
     batch_size: int = 64,
     replace: bool = True,
-    center_scores: bool = False,
+    center_scores: Sequence[bool] = (False,),
 ) -> pd.DataFrame:
-    """The diagnostic for one model: per prompt, scores → Gram → cosines; frame with ``prompt_id`` first.
+    """The diagnostic for one model: per prompt, scores → Gram → cosines for every target and centring.
 
-    Prompt p uses ``stream = p`` (its position in ``pools``) so that the groups differ
-    across prompts yet every run is deterministic; the other options are those of
-    :func:`last_block_scores` and :func:`oracle_gradient_cosines`. Summarise with
-    :func:`summarize_cosines`. Memory: one prompt's scores at a time (M × D).
+    Columns: ``prompt_id``, ``target``, ``centered``, then :data:`COSINE_COLUMNS`.
+    The score vectors and their Gram matrix are computed once per prompt; prompt
+    p uses ``stream = p`` (its position in ``pools``) so that the groups differ
+    across prompts yet every run is deterministic, and every target sees the same
+    groups. The other options are those of :func:`last_block_scores` and
+    :func:`oracle_gradient_cosines`. Summarise with :func:`summarize_cosines`.
+    Memory: one prompt's scores at a time (M × D).
     """
     frames = []
     for stream, pool in enumerate(pools):
         scores = last_block_scores(
             model, tokenizer, pool.prompt, pool.completion_ids, layer=layer, batch_size=batch_size
         )
-        frame = oracle_gradient_cosines(
-            gram_matrix(scores),
-            pool.oracle_advantages,
-            pool.rewards,
-            rules,
-            group_sizes,
-            seeds,
-            answers=pool.answers,
-            logps=pool.logps,
-            replace=replace,
-            stream=stream,
-            center_scores=center_scores,
-        )
-        frames.append(frame.assign(prompt_id=pool.prompt_id)[["prompt_id", *COSINE_COLUMNS]])
+        gram = gram_matrix(scores)
+        for target, oracle in pool.oracle_advantages.items():
+            for centered in center_scores:
+                frame = oracle_gradient_cosines(
+                    gram,
+                    oracle,
+                    pool.rewards,
+                    rules,
+                    group_sizes,
+                    seeds,
+                    answers=pool.answers,
+                    logps=pool.logps,
+                    replace=replace,
+                    stream=stream,
+                    center_scores=centered,
+                )
+                frame = frame.assign(prompt_id=pool.prompt_id, target=target, centered=centered)
+                frames.append(frame[["prompt_id", "target", "centered", *COSINE_COLUMNS]])
     return pd.concat(frames, ignore_index=True)
