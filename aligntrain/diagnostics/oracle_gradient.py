@@ -51,6 +51,7 @@ from aligntrain.advantages import (
     get_rule,
     validate_rule_options,
 )
+from aligntrain.diagnostics import forced_vote
 from aligntrain.estimators import mean_and_stderr
 
 __all__ = [
@@ -103,44 +104,36 @@ def _binary_vector(values: ArrayLike, name: str) -> np.ndarray:
 # --------------------------------------------------------------------------- oracle advantages
 
 
-def _empirical_cdf(rewards: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Distinct values v_1 < … < v_U, F̂(v_u), F̂(v_u⁻) and each reward's index u."""
-    values, inverse, counts = np.unique(rewards, return_inverse=True, return_counts=True)
-    cdf = np.cumsum(counts) / rewards.size
-    cdf_below = np.concatenate(([0.0], cdf[:-1]))
-    return values, cdf, cdf_below, inverse
-
-
 def best_of_n_value(rewards: ArrayLike, n: int) -> float:
     """V_N = E[max of N iid draws from the pool] = Σ_i r_(i)[(i/M)^N − ((i−1)/M)^N] (FORMULAS §4).
 
     Draws are *with* replacement (the pool is the empirical policy), unlike the
     evaluation estimator ``aligntrain.estimators.max_at_k`` (without replacement).
+    The formula's one home is ``forced_vote``'s best-of-N strategy.
     """
     r = _finite_vector(rewards, "rewards")
-    n = _budget(n)
-    values, cdf, cdf_below, _ = _empirical_cdf(r)
-    return float(values @ (cdf**n - cdf_below**n))
+    dist = forced_vote.reward_distribution(r)
+    return forced_vote.strategy_value(dist.probs, _budget(n), "best_of_n", rewards=dist.rewards)
 
 
 def best_of_n_oracle_advantage(rewards: ArrayLike, n: int) -> np.ndarray:
     """A*(r_i) = N·(E[max(r_i, M_{N−1})] − V_N) for every pool item (FORMULAS §4).
 
-    M_{N−1} is the maximum of N−1 iid draws from the pool's empirical CDF F̂:
-    ``E[max(r, M_{N−1})] = r F̂(r)^{N−1} + Σ_{v > r} v [F̂(v)^{N−1} − F̂(v⁻)^{N−1}]`` over the
-    distinct values v, so equal rewards get exactly equal advantages. N = 1 gives
-    r − mean(r). Σ_i A*_i = 0 and ∂V_N/∂θ_k = π_k A*_k for a softmax over the pool.
-    Rewards are shifted by their maximum first (A* is shift-invariant), so a large
-    common offset costs no precision.
+    M_{N−1} is the maximum of N−1 iid draws from the pool's empirical CDF; by the
+    forced-vote identity N·E[max(r_j, M_{N−1})] is the sensitivity a_j of
+    ``forced_vote``'s best-of-N strategy, so A* = a_{value(y)} − N·V_N, and equal
+    rewards get exactly equal advantages. N = 1 gives r − mean(r).
+    Σ_i A*_i = 0 and ∂V_N/∂θ_k = π_k A*_k for a softmax over the pool. Rewards are
+    shifted by their maximum first (A* is shift-invariant), so a large common
+    offset costs no precision in the difference.
     """
     r = _finite_vector(rewards, "rewards")
     n = _budget(n)
-    values, cdf, cdf_below, inverse = _empirical_cdf(r - r.max())
-    jumps = values * (cdf ** (n - 1) - cdf_below ** (n - 1))
-    above = np.concatenate((np.cumsum(jumps[::-1])[::-1][1:], [0.0]))  # Σ over strictly larger values
-    expected_max = values * cdf ** (n - 1) + above
-    value = values @ (cdf**n - cdf_below**n)
-    return n * (expected_max - value)[inverse]
+    dist = forced_vote.reward_distribution(r - r.max())
+    kwargs = {"rewards": dist.rewards, "method": "exact"}
+    sensitivities = forced_vote.forced_vote_sensitivities(dist.probs, n, "best_of_n", **kwargs)
+    value = forced_vote.strategy_value(dist.probs, n, "best_of_n", rewards=dist.rewards)
+    return (sensitivities - n * value)[dist.sample_outcomes]
 
 
 def pass_at_n_sensitivities(success_rate: float, n: int) -> tuple[float, float]:
