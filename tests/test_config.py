@@ -30,8 +30,8 @@ def test_default_and_smoke_profiles_are_valid():
 
 
 def test_study_run_selects_from_the_catalog():
-    params = parse_params(_broken(lambda r: r["study"].update(run=["ce", "rloo"])))
-    assert params.run_variants == ["ce", "rloo"]
+    params = parse_params(_broken(lambda r: r["study"].update(run=["warmup", "ce", "rloo"])))
+    assert params.run_variants == ["warmup", "ce", "rloo"]
     assert len(params.variants) > 2, "the rest of the catalog is still validated and available"
     everything = parse_params(_broken(lambda r: r["study"].pop("run")))
     assert everything.run_variants == list(RAW["variants"])
@@ -52,6 +52,9 @@ def test_study_run_selects_from_the_catalog():
         (lambda r: r["study"].update(run=["ce", "nope"]), "study.run names ['nope']"),
         (lambda r: r["study"].update(run=["ce", "ce"]), "study.run lists a variant twice"),
         (lambda r: r["study"].update(run=[]), "study.run"),
+        (lambda r: r["study"].update(run=["ce"]), "diagnostics.oracle.variant 'warmup' is not in study.run"),
+        (lambda r: r["diagnostics"]["oracle"].update(rules=["ce"]), "diagnostics.oracle.rules: 'ce' is not an RL"),
+        (lambda r: r["diagnostics"]["oracle"].update(group_sizes=[1, 8]), "diagnostics.oracle.group_sizes"),
         (lambda r: r["model"].update(hidden_size=130), "hidden_size"),
         (lambda r: r["problem"].update(typo_key=1), "problem.typo_key"),
     ],

@@ -67,17 +67,20 @@ def test_study_flow_runs_the_whole_dag_in_one_process(prefect_api, tmp_path, mon
     from flows.stages import study_flow
 
     raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
-    raw["variants"] = {"ce": {"objective": "ce"}, "grpo": {"objective": "rl", "rule": "grpo_z"}}
+    raw["study"]["run"] = ["ce", "grpo"]
+    raw["diagnostics"]["oracle"].update(variant="ce", rules=["grpo"])
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     monkeypatch.delenv(tracking.PARENT_ENV, raising=False)
     summary = study_flow("params.yaml", str(tmp_path))
-    assert set(summary) == {"ce", "grpo"}
-    assert (tmp_path / "reports" / "compare.md").is_file()
+    assert summary["variants"] == 2
+    assert (tmp_path / "reports" / "compare.md").is_file() and (tmp_path / "reports" / "index.md").is_file()
+    assert not (tmp_path / "models" / "variants" / "pass_at_n").exists(), "only study.run is trained"
     runs = mlflow.search_runs(experiment_names=["aligntrain-smoke"], output_format="list")
     parents = {r.info.run_id for r in runs if r.data.tags.get("aligntrain.role") == "study"}
     children = [r for r in runs if r.data.tags.get("aligntrain.role") == "stage"]
-    assert len(parents) == 1 and len(children) == 4 + 3 * 2
+    # prepare, pretrain, warmup, compare, oracle_gradient, synthetic, report + 4 stages per variant
+    assert len(parents) == 1 and len(children) == 7 + 4 * 2
     assert {r.data.tags["mlflow.parentRunId"] for r in children} == parents
 
 
