@@ -189,6 +189,10 @@ class DiagnosticsConfig(_Section):
 
     budgets: list[int] = Field([4, 8, 16, 32], min_length=1, description="Budgets N of the efficiency diagnostic.")
     tail_fraction: float = Field(0.25, gt=0, lt=1, description="Upper-tail share α of each pool in the QQ fit.")
+    majority_consensus: float = Field(
+        0.4, gt=0, le=1,
+        description="Consensus ρ of the majority SFT weight (k = ⌈ρN⌉) set against the exact weight p_t·D/P.",
+    )
     oracle: OracleGradientConfig = OracleGradientConfig()
     synthetic: SyntheticConfig = SyntheticConfig()
 

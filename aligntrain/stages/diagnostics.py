@@ -55,6 +55,32 @@ def summarize_efficiency(table: pd.DataFrame) -> dict[str, dict[str, float | Non
     return out
 
 
+def majority_weight_comparison(
+    pool: pd.DataFrame, gold: dict, budgets: Sequence[int], consensus: float
+) -> pd.DataFrame:
+    """Per prompt and budget N: CAT's majority SFT weight (a function of p_t alone, k = ⌈ρN⌉)
+    next to the exact weight p_t·D/P of the prompt's answer distribution (FORMULAS §4)."""
+    from aligntrain.diagnostics.forced_vote import class_distribution, training_weight_comparison
+    from aligntrain.objectives import consensus_threshold
+
+    records = []
+    for prompt_id, group in pool.groupby("prompt_id", sort=True):
+        dist = class_distribution(list(group.answer_class), gold.get(prompt_id))
+        if dist.target is None or dist.probs[dist.target] >= 1.0:
+            continue  # no gradient to compare: the gold answer is absent, or every sample is it
+        for n in budgets:
+            w = training_weight_comparison(
+                dist.probs, n, "majority", dist.target,
+                threshold=consensus_threshold(n, consensus), votable=dist.votable, correct=dist.correct,
+            )
+            records.append(
+                {"prompt_id": prompt_id, "budget": n, "p_target": w.p_target,
+                 "diagonal_weight": w.diagonal_weight, "exact_weight": w.exact_weight}
+            )
+    columns = ["prompt_id", "budget", "p_target", "diagonal_weight", "exact_weight"]
+    return pd.DataFrame.from_records(records, columns=columns)
+
+
 def diagnose_variant(params: Params, paths: StudyPaths, variant: str, test_rows: Sequence[dict]) -> dict:
     """``diagnostics/<variant>/{efficiency,confidence[,tails]}.parquet`` and their headline numbers."""
     from aligntrain.diagnostics.forced_vote import pool_efficiencies
@@ -90,6 +116,14 @@ def diagnose_variant(params: Params, paths: StudyPaths, variant: str, test_rows:
         },
     }
     tables = {"efficiency": efficiency, "confidence": confidence}
+    if binary:
+        weights = majority_weight_comparison(pool, gold, cfg.budgets, cfg.majority_consensus)
+        tables["weights"] = weights
+        ratio = (weights.diagonal_weight / weights.exact_weight).replace([np.inf, -np.inf], np.nan).dropna()
+        summary["majority_weight"] = {
+            "prompt_budgets": int(len(weights)),
+            "median_diagonal_over_exact": _round(ratio.median()) if len(ratio) else None,
+        }
     if not binary:
         tails = pool_tail_fits(pool, cfg.tail_fraction)
         tables["tails"] = tails

@@ -1,0 +1,58 @@
+"""Diagnostic stage helpers with known answers (the stages themselves run in test_e2e / test_flows)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from math import comb
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from aligntrain.stages.diagnostics import majority_weight_comparison, summarize_efficiency
+
+
+def _pool(classes_by_prompt: dict[str, list]) -> pd.DataFrame:
+    rows = [{"prompt_id": p, "answer_class": c} for p, classes in classes_by_prompt.items() for c in classes]
+    return pd.DataFrame(rows)
+
+
+def test_two_answer_majority_weight_is_exact_at_the_plurality_threshold():
+    """Two answers, N odd, k = (N+1)/2: the vote is Bin(N, p) ≥ k, so CAT's weight is the exact one,
+    p·P′/P with P′ = N·C(N−1, (N−1)/2)·(p(1−p))^((N−1)/2)."""
+    pool = _pool({"a": ["7"] * 3 + ["9"] * 5, "gone": ["9"] * 8, "sure": ["7"] * 8})
+    gold = {"a": "7", "gone": "7", "sure": "7"}
+    table = majority_weight_comparison(pool, gold, [5], consensus=0.5)
+    assert list(table.prompt_id) == ["a"], "no gold sample, or only gold samples: nothing to compare"
+    p, n = Fraction(3, 8), 5
+    value = sum(comb(n, j) * p**j * (1 - p) ** (n - j) for j in range(3, n + 1))
+    slope = n * comb(n - 1, 2) * (p * (1 - p)) ** 2
+    expected = float(p * slope / value)
+    row = table.iloc[0]
+    assert row.p_target == pytest.approx(0.375)
+    assert row.exact_weight == pytest.approx(expected, rel=1e-9)
+    assert row.diagonal_weight == pytest.approx(expected, rel=1e-9)
+
+
+def test_a_split_rival_vote_separates_the_weights():
+    """Gold 3/8 against 5/8 split over five rivals: gold usually wins the plurality, so the exact
+    weight is far below the two-answer (diagonal) one."""
+    pool = _pool({"a": ["7"] * 3 + ["1", "2", "3", "4", "5"]})
+    row = majority_weight_comparison(pool, {"a": "7"}, [16], consensus=0.5).iloc[0]
+    assert row.exact_weight < 0.5 * row.diagonal_weight
+
+
+def test_summarize_efficiency_by_hand():
+    table = pd.DataFrame(
+        {
+            "strategy": ["majority"] * 5,
+            "budget": [4, 4, 4, 8, 8],
+            "efficiency": [0.2, 0.6, np.nan, 0.9, 0.7],
+            "paper_ratio": [0.55, 0.8, np.nan, 0.95, 0.9],
+        }
+    )
+    summary = summarize_efficiency(table)
+    assert summary["majority@4"] == {
+        "prompts": 2, "median_efficiency": 0.4, "share_below_half": 0.5, "median_paper_ratio": 0.675
+    }
+    assert summary["majority@8"]["share_below_half"] == 0.0 and summary["majority@8"]["prompts"] == 2
