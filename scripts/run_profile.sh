@@ -11,7 +11,8 @@ rm -rf "$dest"
 mkdir -p "$dest"
 (cd "$src" && git ls-files -co --exclude-standard -z | xargs -0 -I{} sh -c 'test -e "{}" && printf "%s\0" "{}"' | tar --null -cf - -T -) | tar -xf - -C "$dest"
 cp "$profile" "$dest/params.yaml"
-rm -f "$dest/dvc.lock"
+# The checkout's own study outputs (git-tracked metrics, curves, reports) are not this profile's.
+rm -rf "$dest/dvc.lock" "$dest/metrics" "$dest/plots" "$dest/reports"
 cd "$dest"
 git init -q
 git add -A

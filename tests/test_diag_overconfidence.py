@@ -19,8 +19,12 @@ from aligntrain.diagnostics.overconfidence import (
 from aligntrain.problems import get_problem
 
 
-def _frame(probs, correct):
-    return pd.DataFrame({"greedy_prob": probs, "correct": correct})
+def _frame(probs, correct, tokens=None):
+    tokens = tokens if tokens is not None else [1] * len(probs)
+    return pd.DataFrame(
+        {"greedy_prob": probs, "greedy_logp": np.log(np.asarray(probs, dtype=float)), "correct": correct,
+         "num_tokens": tokens}
+    )
 
 
 def test_summary_by_hand():
@@ -31,6 +35,8 @@ def test_summary_by_hand():
     assert s["median_prob_wrong"] == pytest.approx(0.6)
     assert s["mean_prob"] == pytest.approx(2.5 / 5)
     assert s["confidently_wrong"] == pytest.approx(2 / 5)  # 0.6 and 0.7
+    per_token = summarize_confidence(_frame([0.25, 0.5, 0.001], [True, False, True], tokens=[2, 1, 3]))
+    assert per_token["median_token_prob"] == pytest.approx(0.5)  # 0.25^(1/2), 0.5, 0.001^(1/3) = 0.5, 0.5, 0.1
     only_right = summarize_confidence(_frame([0.3], [True]))
     assert math.isnan(only_right["median_prob_wrong"]) and only_right["confidently_wrong"] == 0.0
 

@@ -58,8 +58,10 @@ def _median(values: pd.Series) -> float:
 
 
 def summarize_confidence(frame: pd.DataFrame, confident: float = 0.5) -> dict[str, float]:
-    """Greedy accuracy, median greedy probability of correct and of wrong completions,
-    and the share of prompts answered wrongly with probability ≥ ``confident``."""
+    """Greedy accuracy, median greedy probability of correct and of wrong completions, the share
+    of prompts answered wrongly with probability ≥ ``confident``, and the median per-token
+    probability exp(ℓ/T) (comparable across completion lengths: a 50-residue sequence has a
+    tiny probability however confident each step is)."""
     if not 0 < confident < 1:
         raise ValueError(f"confident must lie in (0, 1), got {confident}")
     if frame.empty:
@@ -72,6 +74,7 @@ def summarize_confidence(frame: pd.DataFrame, confident: float = 0.5) -> dict[st
         "median_prob_wrong": _median(wrong.greedy_prob),
         "mean_prob": float(frame.greedy_prob.mean()),
         "confidently_wrong": float((~frame.correct & (frame.greedy_prob >= confident)).mean()),
+        "median_token_prob": float(np.exp(frame.greedy_logp / frame.num_tokens.clip(lower=1)).median()),
     }
 
 

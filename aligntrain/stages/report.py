@@ -136,7 +136,7 @@ def confidence_section(params: Params, paths: StudyPaths, figures: dict[str, str
         c = _json(paths.diagnostics_metrics(v))["confidence"]
         rows.append(
             (f"`{v}`", _fmt(c["greedy_accuracy"]), _fmt(c["median_prob_correct"]), _fmt(c["median_prob_wrong"]),
-             _fmt(c["confidently_wrong"]))
+             _fmt(c["confidently_wrong"]), _fmt(c.get("median_token_prob")))
         )
     plot_confidence(frames, paths.figures / "confidence.png")
     plot_reward_shift(shifts, paths.figures / "reward_shift.png", binary)
@@ -148,11 +148,13 @@ def confidence_section(params: Params, paths: StudyPaths, figures: dict[str, str
         "![greedy confidence](figures/confidence.png)",
         "",
         *_table(["variant", "greedy accuracy", "median π(greedy) correct", "median π(greedy) wrong",
-                 "wrong with π ≥ 0.5"], rows),
+                 "wrong with π ≥ 0.5", "median per-token π"], rows),
         "",
         f"Read: the probability the model puts on its own greedy completion, for prompts it gets right and wrong. "
         f"A model that is confidently wrong has little mass left for the other N − 1 samples of pass@N. The largest "
-        f"share of confidently wrong greedy answers is {most[4]} (`{most[0].strip('`')}`).",
+        f"share of confidently wrong greedy answers is {most[4]} (`{most[0].strip('`')}`). The per-token "
+        "probability exp(ℓ/T) compares models whose completions are long (a 50-residue sequence has a tiny "
+        "probability however sure each step is).",
         "",
         "![reward shift](figures/reward_shift.png)",
         "",
@@ -228,7 +230,13 @@ def efficiency_section(params: Params, paths: StudyPaths) -> list[str]:
         )
         + "CAT's saved ratio a_t/(a_t+C) lies in [½, 1] by construction, so its '≥ 50% efficiency' cannot fail; "
         "FORMULAS §4 measured D/a_t < ½ on 19/36/40/45% of random distributions at N = 4/8/16/32. Prompts whose "
-        "gold answer never appears in the pool (or that are always right) have no defined efficiency and are excluded.",
+        "gold answer never appears in the pool (or that are always right) have no defined efficiency and are excluded."
+        + (
+            ""
+            if get_problem(params.problem.name).binary_rewards
+            else " For best-of-N (target: the top reward, value E[max]) D/a_t is not shift-invariant: adding c to "
+            "every reward adds N·c to a_t and leaves D unchanged, so read it across variants of one problem only."
+        ),
         "",
     ]
 
@@ -300,7 +308,7 @@ def tails_section(params: Params, paths: StudyPaths) -> list[str]:
     rows = []
     for v in params.run_variants:
         t = _json(paths.diagnostics_metrics(v))["tails"]
-        rows.append((f"`{v}`", t["prompts"], _fmt(t["median"]), _fmt(t["mean"]), _fmt(t["p10"]), _fmt(t["share_ge_095"])))
+        rows.append((f"`{v}`", int(t["prompts"]), _fmt(t["median"]), _fmt(t["mean"]), _fmt(t["p10"]), _fmt(t["share_ge_095"])))
     first = params.run_variants[0]
     plot_qq_tails(read_pool(paths.pool(first)), paths.figures / "qq_tails.png", params.diagnostics.tail_fraction,
                   title=f"Upper-tail normal QQ fits, {first}")
@@ -377,9 +385,12 @@ def oracle_section(params: Params, paths: StudyPaths) -> list[str]:
             lines += ["", f"Read: at n = {ns[-1]} the rule closest to the {target} oracle is `{best.variant}` "
                       f"(cos {best['mean']:.3f}); TEA Table 13 reports 0.2–0.6 for best-of-N on 7B models, where "
                       "the gradient lives in far more dimensions."]
-    lines += ["", "On binary rewards the pass@N oracle is a positive multiple of r − p̂ within each prompt for every "
-              "N, so per-prompt cosines cannot tell different N apart; rules with one weight per prompt "
-              "(CAT-RL with empirical p) give GRPO-Z's cosine there. Centred scores (S − S̄) are in "
+    if get_problem(params.problem.name).binary_rewards:
+        lines += ["", "On binary rewards the pass@N oracle is a positive multiple of r − p̂ within each prompt for "
+                  "every N, so per-prompt cosines cannot tell different N apart; rules with one weight per prompt "
+                  "(CAT-RL with empirical p) give GRPO-Z's cosine there."]
+    lines += ["", "Rules with state (a reward history, a threshold average) start each group from an empty state, "
+              "so CAT's history quantile behaves as its in-batch fallback here. Centred scores (S − S̄) are in "
               "diagnostics/oracle_gradient/summary.csv.", ""]
     return lines
 
