@@ -535,8 +535,10 @@ def train_rl(
     logged_rewards = [entry["reward"] for entry in trainer.state.log_history if "reward" in entry]
     if logged_rewards:
         metrics["reward"] = float(logged_rewards[-1])
-    # Every rank is past its last checkpoint write before one process deletes them.
+    # Every rank is past its last checkpoint write before one process deletes them, and none
+    # returns before they are gone.
     trainer.accelerator.wait_for_everyone()
     if trainer.accelerator.is_main_process:
         shutil.rmtree(checkpoint_dir, ignore_errors=True)
+    trainer.accelerator.wait_for_everyone()
     return {k: v for k, v in metrics.items() if math.isfinite(v)}

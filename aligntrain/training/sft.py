@@ -203,8 +203,10 @@ def train_sft(
     if eval_rows:
         eval_metrics = trainer.evaluate()
         metrics.update({k: float(v) for k, v in eval_metrics.items() if isinstance(v, (int, float))})
-    # Every rank is past its last checkpoint write before one process deletes them.
+    # Every rank is past its last checkpoint write before one process deletes them, and none
+    # returns before they are gone.
     trainer.accelerator.wait_for_everyone()
     if trainer.accelerator.is_main_process:
         shutil.rmtree(checkpoint_dir, ignore_errors=True)
+    trainer.accelerator.wait_for_everyone()
     return {k: v for k, v in metrics.items() if math.isfinite(v)}
