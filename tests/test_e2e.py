@@ -122,10 +122,12 @@ def test_dvc_knows_what_a_change_invalidates(smoke_study):
     original = params_file.read_text()
     try:
         params = yaml.safe_load(original)
-        params["variants"]["rloo"]["rule"] = "grpo"  # catalog only: nothing to re-run
+        # rloo is not in study.run: no training stage re-runs; only the oracle-gradient
+        # diagnostic, which compares the rules of the catalog's RL variants, is affected.
+        params["variants"]["rloo"]["rule"] = "grpo"
         params_file.write_text(yaml.safe_dump(params, sort_keys=False))
         status = _run([str(BIN / "dvc"), "status", "--json"], cwd=smoke_study, scratch=smoke_study.parent)
-        assert json.loads(status.stdout or "{}") == {}
+        assert set(json.loads(status.stdout or "{}")) <= {"oracle_gradient"}
         params["variants"]["pass_at_n"]["n"] = 8
         params_file.write_text(yaml.safe_dump(params, sort_keys=False))
         status = _run([str(BIN / "dvc"), "status", "--json"], cwd=smoke_study, scratch=smoke_study.parent)
