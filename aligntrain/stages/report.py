@@ -310,6 +310,15 @@ def tails_section(params: Params, paths: StudyPaths) -> list[str]:
         t = _json(paths.diagnostics_metrics(v))["tails"]
         rows.append((f"`{v}`", int(t["prompts"]), _fmt(t["median"]), _fmt(t["mean"]), _fmt(t["p10"]), _fmt(t["share_ge_095"])))
     first = params.run_variants[0]
+    fits = pd.read_parquet(paths.diagnostics(first) / "tails.parquet")
+    if not np.isfinite(fits.r2).any():
+        return [
+            "## QQ tail fits (TEA Table 14)",
+            "",
+            f"No prompt has a defined fit: the top {params.diagnostics.tail_fraction:.0%} of "
+            f"{params.rollouts.samples_per_prompt} samples is fewer than 3 points or constant.",
+            "",
+        ]
     plot_qq_tails(read_pool(paths.pool(first)), paths.figures / "qq_tails.png", params.diagnostics.tail_fraction,
                   title=f"Upper-tail normal QQ fits, {first}")
     worst = min(rows, key=lambda r: float(r[2]) if r[2] != "—" else 2)
