@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import functools
 import math
-import operator
 from fractions import Fraction
 
 import torch
 import torch.nn.functional as functional
 from torch import Tensor
+
+from aligntrain.validation import check_int
 
 __all__ = [
     "LOGP_POSITIVE_TOLERANCE",
@@ -76,20 +77,8 @@ _RIVAL_SAMPLING_ROWS = 1024
 # Validation and dtypes
 
 
-def _check_int(value: object, name: str, minimum: int) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    try:
-        number = operator.index(value)
-    except TypeError:
-        raise ValueError(f"{name} must be an integer, got {value!r}") from None
-    if number < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {number}")
-    return number
-
-
 def _check_budget(n: object) -> int:
-    return _check_int(n, "n", minimum=1)
+    return check_int(n, "n", minimum=1)
 
 
 def _check_real(value: object, name: str) -> float:
@@ -171,14 +160,14 @@ def _check_threshold(k: int | Tensor, n: int, shape: torch.Size, device: torch.d
             raise ValueError(f"k must lie in [1, n] = [1, {n}], got values in [{int(k.min())}, {int(k.max())}]")
         k = k.reshape(tuple(k.shape) + (1,) * (len(shape) - k.dim()))
         return k.to(device=device, dtype=_compute_dtype(device)).expand(shape)
-    k = _check_int(k, "k", minimum=1)
+    k = check_int(k, "k", minimum=1)
     if k > n:
         raise ValueError(f"k must be <= n, got k={k}, n={n}")
     return torch.full(shape, float(k), dtype=_compute_dtype(device), device=device)
 
 
 def _check_counts(counts: Tensor | int, name: str, upper: int) -> Tensor:
-    counts = counts if isinstance(counts, Tensor) else torch.tensor(_check_int(counts, name, minimum=0))
+    counts = counts if isinstance(counts, Tensor) else torch.tensor(check_int(counts, name, minimum=0))
     _check_no_nan(counts, name)
     if counts.is_floating_point() and bool((counts != counts.round()).any()):
         raise ValueError(f"{name} must hold integers")
@@ -484,7 +473,7 @@ def sample_rivals(
     and is never drawn. The softmax runs in at least float32, in chunks of
     rows to bound memory.
     """
-    num_rivals = _check_int(num_rivals, "num_rivals", minimum=1)
+    num_rivals = check_int(num_rivals, "num_rivals", minimum=1)
     if logits.shape[-1] < 2:
         raise ValueError(f"logits must have a vocabulary of at least 2 tokens, got {logits.shape[-1]}")
     if tuple(gold.shape) != tuple(logits.shape[:-1]):
@@ -515,8 +504,8 @@ def contrastive_margin_loss(
         raise ValueError("logits must be a floating-point tensor of shape (B, T, V)")
     if not isinstance(labels, Tensor) or labels.is_floating_point() or tuple(labels.shape) != tuple(logits.shape[:2]):
         raise ValueError(f"labels must be an integer tensor of shape {tuple(logits.shape[:2])}")
-    num_rivals = _check_int(num_rivals, "num_rivals", minimum=1)
-    ignore_index = _check_int(ignore_index, "ignore_index", minimum=-(2**63))
+    num_rivals = check_int(num_rivals, "num_rivals", minimum=1)
+    ignore_index = check_int(ignore_index, "ignore_index", minimum=-(2**63))
     vocab = logits.shape[-1]
     if vocab < 2:
         raise ValueError(f"logits must have a vocabulary of at least 2 tokens, got {vocab}")
@@ -565,7 +554,7 @@ def empirical_success_probability(correct_counts: Tensor | int, group_size: int)
     One probability per prompt. Dtype: correct_counts' if floating, else the
     default dtype.
     """
-    group_size = _check_int(group_size, "group_size", minimum=1)
+    group_size = check_int(group_size, "group_size", minimum=1)
     counts = _check_counts(correct_counts, "correct_counts", upper=group_size)
     dtype = counts.dtype if counts.is_floating_point() else torch.get_default_dtype()
     return (counts.to(dtype) + 1) / (group_size + 2)
@@ -596,13 +585,13 @@ def dynamic_majority_threshold(n: int, c_max: int | Tensor, group_size: int) -> 
     would exceed N]. Returns an int for an int c_max, a long tensor otherwise.
     """
     n = _check_budget(n)
-    group_size = _check_int(group_size, "group_size", minimum=1)
+    group_size = check_int(group_size, "group_size", minimum=1)
     strict_majority = n // 2 + 1
     if isinstance(c_max, Tensor):
         counts = _check_counts(c_max, "c_max", upper=group_size).long()
         projected = torch.div(n * counts, group_size, rounding_mode="floor") + 1
         return projected.clamp(max=strict_majority).clamp(min=2).clamp(max=n)
-    counts = _check_int(c_max, "c_max", minimum=0)
+    counts = check_int(c_max, "c_max", minimum=0)
     if counts > group_size:
         raise ValueError(f"c_max must be <= group_size, got c_max={counts}, group_size={group_size}")
     return min(n, max(2, min(strict_majority, n * counts // group_size + 1)))

@@ -26,7 +26,6 @@ inside; measured against 30-digit mpmath quadrature the relative error of Γ is 
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 
@@ -35,6 +34,7 @@ import torch
 from numpy.typing import ArrayLike
 
 from aligntrain.objectives import cat_pass_at_n_rl_weight, majority_weight, pass_at_n_weight
+from aligntrain.validation import check_int
 
 __all__ = [
     "WeightFunction",
@@ -56,18 +56,6 @@ _UNIFORM_PANELS = 64
 _NODES_PER_PANEL = 12
 
 
-def _check_int(value: object, name: str, minimum: int) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    try:
-        number = operator.index(value)
-    except TypeError:
-        raise ValueError(f"{name} must be an integer, got {value!r}") from None
-    if number < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {number}")
-    return number
-
-
 # ---------------------------------------------------------------------------
 # Weights (the formulas live in aligntrain.objectives)
 
@@ -82,7 +70,7 @@ def pass_at_n_weight_function(n: int) -> WeightFunction:
     The Pass@N training weight (n = 1: cross-entropy, weight 1) and, by this module's
     convention, the pass@k test weight at n = k.
     """
-    n = _check_int(n, "n", minimum=1)
+    n = check_int(n, "n", minimum=1)
     return lambda p: pass_at_n_weight(_as_tensor(p), n).numpy()
 
 
@@ -92,7 +80,7 @@ def pass_at_k_probability_weight(k: int) -> WeightFunction:
     p times the raw CAT Pass@N RL weight N(1−p)^{N−1} (``objectives.cat_pass_at_n_rl_weight``,
     unclipped). The alternative test weight (see the module docstring).
     """
-    k = _check_int(k, "k", minimum=1)
+    k = check_int(k, "k", minimum=1)
 
     def weight(p: np.ndarray) -> np.ndarray:
         return np.asarray(p, dtype=np.float64) * cat_pass_at_n_rl_weight(_as_tensor(p), k, clip=math.inf).numpy()
@@ -102,8 +90,8 @@ def pass_at_k_probability_weight(k: int) -> WeightFunction:
 
 def majority_weight_function(n: int, k: int) -> WeightFunction:
     """p ↦ k C(n,k) p^k (1−p)^{n−k}/P[Bin(n, p) >= k], the majority SFT weight (``objectives.majority_weight``)."""
-    n = _check_int(n, "n", minimum=1)
-    k = _check_int(k, "k", minimum=1)
+    n = check_int(n, "n", minimum=1)
+    k = check_int(k, "k", minimum=1)
     if k > n:
         raise ValueError(f"k must be <= n = {n}, got {k}")
     return lambda p: majority_weight(_as_tensor(p), n, k).numpy()
@@ -195,7 +183,7 @@ def pass_at_n_alignment(
 def _check_budgets(ks: Sequence[int]) -> list[int]:
     if isinstance(ks, (str, bytes)) or len(ks) == 0:
         raise ValueError(f"ks must be a non-empty sequence of integers, got {ks!r}")
-    budgets = [_check_int(k, "ks", minimum=1) for k in ks]
+    budgets = [check_int(k, "ks", minimum=1) for k in ks]
     if any(later <= earlier for earlier, later in zip(budgets, budgets[1:])):
         raise ValueError(f"ks must be strictly increasing, got {budgets}")
     return budgets
@@ -238,11 +226,11 @@ def predicted_crossover_budget(
     with the rule of ``crossover_budget``; None when n_large is still behind at max_budget.
     About 1 ms per k.
     """
-    n_small = _check_int(n_small, "n_small", minimum=1)
-    n_large = _check_int(n_large, "n_large", minimum=1)
+    n_small = check_int(n_small, "n_small", minimum=1)
+    n_large = check_int(n_large, "n_large", minimum=1)
     if n_large <= n_small:
         raise ValueError(f"n_large must be > n_small = {n_small}, got {n_large}")
-    max_budget = 4 * n_large if max_budget is None else _check_int(max_budget, "max_budget", minimum=1)
+    max_budget = 4 * n_large if max_budget is None else check_int(max_budget, "max_budget", minimum=1)
     ks = list(range(1, max_budget + 1))
     small, large = _pass_at_n_alignment_curves([n_small, n_large], ks, test_weight)
     return crossover_budget(ks, small, large)

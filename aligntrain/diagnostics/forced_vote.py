@@ -45,7 +45,6 @@ with N > ``AUTO_EXACT_MAJORITY_MAX_BUDGET``.
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -65,6 +64,7 @@ from aligntrain.objectives import (
     pass_at_n_loss,
     pass_at_n_weight,
 )
+from aligntrain.validation import check_int
 
 __all__ = [
     "AUTO_EXACT_MAJORITY_MAX_BUDGET",
@@ -107,18 +107,6 @@ _PROBABILITY_SUM_TOLERANCE = 1e-9
 # Validation
 
 
-def _check_int(value: object, name: str, minimum: int) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    try:
-        number = operator.index(value)
-    except TypeError:
-        raise ValueError(f"{name} must be an integer, got {value!r}") from None
-    if number < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {number}")
-    return number
-
-
 def _check_probs(probs: ArrayLike) -> np.ndarray:
     try:
         array = np.asarray(probs, dtype=np.float64)
@@ -146,7 +134,7 @@ def _check_mask(mask: ArrayLike | None, size: int, name: str) -> np.ndarray | No
 def _check_target(target: object, size: int) -> int | None:
     if target is None:
         return None
-    index = _check_int(target, "target", minimum=0)
+    index = check_int(target, "target", minimum=0)
     if index >= size:
         raise ValueError(f"target must be < len(probs) = {size}, got {index}")
     return index
@@ -519,7 +507,7 @@ def _prepared(
     votable: ArrayLike | None,
 ) -> tuple[_Strategy, _Outcomes, int]:
     rule = _strategy(strategy)
-    budget = _check_int(n, "n", minimum=1)
+    budget = check_int(n, "n", minimum=1)
     return rule, rule.prepare(_outcomes(probs, target, correct, rewards, votable)), budget
 
 
@@ -558,7 +546,7 @@ def strategy_value(
 def _monte_carlo(
     rule: _Strategy, outcomes: _Outcomes, n: int, num_draws: object, seed: int | None
 ) -> MonteCarloSensitivities:
-    num_draws = _check_int(num_draws, "num_draws", minimum=2)
+    num_draws = check_int(num_draws, "num_draws", minimum=2)
     counts = np.random.default_rng(seed).multinomial(n - 1, outcomes.probs, size=num_draws)
     means, errors = np.empty(outcomes.probs.size), np.empty(outcomes.probs.size)
     for j in range(outcomes.probs.size):
@@ -790,7 +778,7 @@ def training_weight_comparison(
     if outcomes.target is None:
         raise ValueError(f"target is required for strategy {strategy!r} with these arguments")
     if threshold is not None:
-        threshold = _check_int(threshold, "threshold", minimum=1)
+        threshold = check_int(threshold, "threshold", minimum=1)
         if threshold > budget:
             raise ValueError(f"threshold must be <= n = {budget}, got {threshold}")
     value, a = rule.exact(outcomes, budget)
@@ -954,7 +942,7 @@ def pool_efficiencies(
         raise ValueError(f"pool is missing columns {sorted(missing)}")
     if isinstance(budgets, (str, bytes)) or len(budgets) == 0:
         raise ValueError(f"budgets must be a non-empty sequence of integers, got {budgets!r}")
-    budgets = [_check_int(b, "budgets", minimum=1) for b in budgets]
+    budgets = [check_int(b, "budgets", minimum=1) for b in budgets]
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
     rule, reader = STRATEGIES[strategy], POOL_STRATEGIES[strategy]
