@@ -2,7 +2,9 @@
 
 Every stage calls :func:`load_params` before doing any work, so a bad value
 stops the stage at once with a message naming the key (``train.learning_rate``,
-``variants.pass_at_n.n``).
+``variants.pass_at_n.n``). Nothing is coerced silently: integers are strict
+(``n: true`` is not 1, ``n: 16.0`` is not 16) and floats must be finite
+(``.inf`` and ``.nan`` are refused).
 """
 
 from __future__ import annotations
@@ -11,18 +13,31 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from aligntrain.training.strategies import ObjectiveOptions, get_objective
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # allow_inf_nan=False: `.inf`/`.nan` pass every bound check silently (inf > 0, and
+    # nan compares False to everything); subclasses' model_config merges with this one.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    # Integer fields are StrictInt (here and in the objectives' options): lax pydantic
+    # reads `true` as 1 and `16.0` as 16.
 
 
 class StudyConfig(_Section):
     name: str = Field("default", description="Study name: the MLflow parent run and experiment tag.")
-    seed: int = Field(0, description="Seed of data generation, initialisation and sampling.")
+    seed: StrictInt = Field(0, description="Seed of data generation, initialisation and sampling.")
     experiment: str = Field("aligntrain", description="MLflow experiment name.")
     run: list[str] | None = Field(
         None,
@@ -30,7 +45,7 @@ class StudyConfig(_Section):
         description="Variants this study trains, evaluates and compares (names in `variants`, which is the "
         "catalog); None: all of them. `dvc exp run -S 'study.run=[ce,tea]'` picks others.",
     )
-    torch_threads: int = Field(
+    torch_threads: StrictInt = Field(
         1,
         ge=0,
         description="CPU threads per torch process (0: torch's default). On a 2-core machine the default model "
@@ -41,14 +56,38 @@ class StudyConfig(_Section):
 
 class ProblemConfig(_Section):
     name: str = Field("arith", description="Problem in aligntrain.problems (arith: embedded arithmetic).")
-    levels: list[int] = Field([1, 2, 3, 4, 5], min_length=1, description="Difficulty levels to include.")
-    train_size: int = Field(4000, ge=1, description="Training prompts (SFT warm-up and fine-tuning).")
-    validation_size: int = Field(200, ge=1, description="Validation prompts (loss during training).")
-    test_size: int = Field(200, ge=1, description="Test prompts (rollouts and evaluation).")
-    pretrain_corpus_size: int = Field(20000, ge=1, description="Texts in the synthetic pretraining corpus.")
+    levels: list[StrictInt] = Field([1, 2, 3, 4, 5], min_length=1, description="Difficulty levels to include.")
+    train_size: StrictInt = Field(4000, ge=1, description="Training prompts (SFT warm-up and fine-tuning).")
+    validation_size: StrictInt = Field(200, ge=1, description="Validation prompts (loss during training).")
+    test_size: StrictInt = Field(200, ge=1, description="Test prompts (rollouts and evaluation).")
+    pretrain_corpus_size: StrictInt = Field(20000, ge=1, description="Texts in the synthetic pretraining corpus.")
     data_files: dict[str, str] | None = Field(
         None, description="Local parquet per split {train, validation, test} instead of generated rows (hub data sets)."
     )
+
+    @field_validator("name")
+    @classmethod
+    def _known_problem(cls, name: str) -> str:
+        from aligntrain.problems import get_problem
+
+        get_problem(name)  # ValueError listing the known problems
+        return name
+
+    @field_validator("levels")
+    @classmethod
+    def _problem_has_levels(cls, levels: list[int], info: ValidationInfo) -> list[int]:
+        # The problem's own list, so that prepare's generate_splits cannot fail on it later.
+        from aligntrain.problems import get_problem
+
+        if len(set(levels)) != len(levels):
+            raise ValueError(f"levels must not repeat, got {levels}")
+        name = info.data.get("name")  # absent when name itself failed validation
+        if name is not None:
+            allowed = get_problem(name).levels
+            unknown = [level for level in levels if level not in allowed]
+            if unknown:
+                raise ValueError(f"problem {name!r} has levels {list(allowed)}, got {unknown}")
+        return levels
 
     @field_validator("data_files")
     @classmethod
@@ -64,11 +103,11 @@ class ModelConfig(_Section):
     base_model: str | None = Field(
         None, description="Path of a pretrained causal LM (save_pretrained layout); None: train the tiny one."
     )
-    hidden_size: int = Field(128, ge=8, description="Width of the residual stream.")
-    num_layers: int = Field(4, ge=1, description="Transformer blocks.")
-    num_heads: int = Field(4, ge=1, description="Attention heads (no grouped-query attention).")
-    intermediate_size: int = Field(384, ge=8, description="MLP hidden width.")
-    max_length: int = Field(192, ge=16, description="Longest sequence in tokens (prompt + completion).")
+    hidden_size: StrictInt = Field(128, ge=8, description="Width of the residual stream.")
+    num_layers: StrictInt = Field(4, ge=1, description="Transformer blocks.")
+    num_heads: StrictInt = Field(4, ge=1, description="Attention heads (no grouped-query attention).")
+    intermediate_size: StrictInt = Field(384, ge=8, description="MLP hidden width.")
+    max_length: StrictInt = Field(192, ge=16, description="Longest sequence in tokens (prompt + completion).")
 
     @model_validator(mode="after")
     def _heads_divide_width(self) -> ModelConfig:
@@ -80,13 +119,13 @@ class ModelConfig(_Section):
 class OptimConfig(_Section):
     """One training run's optimisation schedule (AdamW, linear decay)."""
 
-    steps: int = Field(500, ge=1, description="Optimizer steps.")
-    batch_size: int = Field(64, ge=1, description="Sequences per optimizer step (per process).")
+    steps: StrictInt = Field(500, ge=1, description="Optimizer steps.")
+    batch_size: StrictInt = Field(64, ge=1, description="Sequences per optimizer step (per process).")
     learning_rate: float = Field(1e-3, gt=0, description="Peak learning rate.")
     warmup_ratio: float = Field(0.05, ge=0, lt=1, description="Fraction of steps of linear LR warm-up.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
-    checkpoint_every: int = Field(100, ge=1, description="Save a resumable checkpoint every this many steps.")
-    log_every: int = Field(10, ge=1, description="Log training metrics every this many steps.")
+    checkpoint_every: StrictInt = Field(100, ge=1, description="Save a resumable checkpoint every this many steps.")
+    log_every: StrictInt = Field(10, ge=1, description="Log training metrics every this many steps.")
     activation_checkpointing: bool = Field(
         False, description="Recompute activations in the backward pass (memory for time; for large models)."
     )
@@ -98,9 +137,9 @@ class RLSettings(OptimConfig):
     ``batch_size`` counts completions per step: ``batch_size / num_generations`` prompts.
     """
 
-    num_generations: int = Field(8, ge=2, description="Rollouts per prompt: the group size n of every rule.")
+    num_generations: StrictInt = Field(8, ge=2, description="Rollouts per prompt: the group size n of every rule.")
     temperature: float = Field(1.0, gt=0, description="Sampling temperature of the training rollouts.")
-    max_completion_length: int = Field(64, ge=1, description="Longest training rollout, in tokens.")
+    max_completion_length: StrictInt = Field(64, ge=1, description="Longest training rollout, in tokens.")
     beta: float = Field(0.0, ge=0, description="KL coefficient to the warm-up policy (0: none).")
     reward_timeout_s: float = Field(5.0, gt=0, description="Per-sample reward deadline; late = unscorable.")
 
@@ -133,15 +172,15 @@ class Variant(_Section):
 
 
 class RolloutConfig(_Section):
-    samples_per_prompt: int = Field(64, ge=1, description="Completions M per test prompt (the pool).")
+    samples_per_prompt: StrictInt = Field(64, ge=1, description="Completions M per test prompt (the pool).")
     temperature: float = Field(1.0, gt=0, description="Sampling temperature.")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling mass.")
-    max_new_tokens: int = Field(96, ge=1, description="Generation length cap.")
-    batch_size: int = Field(512, ge=1, description="Sequences generated together (left padding, KV cache).")
+    max_new_tokens: StrictInt = Field(96, ge=1, description="Generation length cap.")
+    batch_size: StrictInt = Field(512, ge=1, description="Sequences generated together (left padding, KV cache).")
 
 
 class EvaluateConfig(_Section):
-    bootstrap_resamples: int = Field(1000, ge=10, description="Paired prompt-bootstrap resamples.")
+    bootstrap_resamples: StrictInt = Field(1000, ge=10, description="Paired prompt-bootstrap resamples.")
     confidence: float = Field(0.95, gt=0, lt=1, description="Confidence level of the intervals.")
 
 
@@ -153,11 +192,11 @@ class OracleGradientConfig(_Section):
     """Oracle-gradient cosine (FORMULAS §4; TEA §4.6, Table 13) on one model's stored pool."""
 
     variant: str = Field("warmup", description="Variant whose model is probed (its models/variants/<name>).")
-    prompts: int = Field(16, ge=1, description="Test prompts probed (the first ones of data/test.parquet).")
-    samples_per_prompt: int = Field(256, ge=2, description="Pool size M per prompt: the empirical policy.")
-    n_target: int = Field(16, ge=1, description="Test-time budget N of the target strategy.")
-    group_sizes: list[int] = Field([8, 16, 32, 64], min_length=1, description="Training group sizes n subsampled.")
-    seeds: int = Field(5, ge=1, description="Subsampled groups per prompt and group size.")
+    prompts: StrictInt = Field(16, ge=1, description="Test prompts probed (the first ones of data/test.parquet).")
+    samples_per_prompt: StrictInt = Field(256, ge=2, description="Pool size M per prompt: the empirical policy.")
+    n_target: StrictInt = Field(16, ge=1, description="Test-time budget N of the target strategy.")
+    group_sizes: list[StrictInt] = Field([8, 16, 32, 64], min_length=1, description="Training group sizes n subsampled.")
+    seeds: StrictInt = Field(5, ge=1, description="Subsampled groups per prompt and group size.")
     rules: list[str] | None = Field(
         None, description="RL variants (catalog names) whose rules are compared; None: every RL variant that fits."
     )
@@ -173,21 +212,21 @@ class OracleGradientConfig(_Section):
 class SyntheticConfig(_Section):
     """The synthetic checks with known answers (FORMULAS §5)."""
 
-    bandit_actions: int = Field(100, ge=2, description="Tang bandit: actions (002 Figure 1: 100).")
-    bandit_k: int = Field(4, ge=2, description="Tang bandit: samples per update k (002: 4).")
-    bandit_steps: int = Field(300, ge=1, description="Tang bandit: updates.")
-    bandit_seeds: int = Field(16, ge=1, description="Tang bandit: independent bandits averaged.")
+    bandit_actions: StrictInt = Field(100, ge=2, description="Tang bandit: actions (002 Figure 1: 100).")
+    bandit_k: StrictInt = Field(4, ge=2, description="Tang bandit: samples per update k (002: 4).")
+    bandit_steps: StrictInt = Field(300, ge=1, description="Tang bandit: updates.")
+    bandit_seeds: StrictInt = Field(16, ge=1, description="Tang bandit: independent bandits averaged.")
     bandit_learning_rate: float = Field(1.0, gt=0, description="Tang bandit: step size on the logits (002: 1.0).")
-    tea_group_sizes: list[int] = Field([16, 32, 64, 128, 256], min_length=1, description="TEA Gaussian: group sizes n.")
-    tea_repetitions: int = Field(20000, ge=10, description="TEA Gaussian: groups drawn per n.")
-    tea_n_target: int = Field(128, ge=2, description="TEA Gaussian: target best-of-N budget (004 App. E).")
+    tea_group_sizes: list[StrictInt] = Field([16, 32, 64, 128, 256], min_length=1, description="TEA Gaussian: group sizes n.")
+    tea_repetitions: StrictInt = Field(20000, ge=10, description="TEA Gaussian: groups drawn per n.")
+    tea_n_target: StrictInt = Field(128, ge=2, description="TEA Gaussian: target best-of-N budget (004 App. E).")
     tea_alpha: float = Field(0.25, gt=0, lt=1, description="TEA Gaussian: tail mass α.")
 
 
 class DiagnosticsConfig(_Section):
     """The seeds' diagnostics (FORMULAS §4-5), run by the diagnose / oracle_gradient / synthetic stages."""
 
-    budgets: list[int] = Field([4, 8, 16, 32], min_length=1, description="Budgets N of the efficiency diagnostic.")
+    budgets: list[StrictInt] = Field([4, 8, 16, 32], min_length=1, description="Budgets N of the efficiency diagnostic.")
     tail_fraction: float = Field(0.25, gt=0, lt=1, description="Upper-tail share α of each pool in the QQ fit.")
     majority_consensus: float = Field(
         0.4, gt=0, le=1,
@@ -301,7 +340,20 @@ def load_params(path: str | Path = "params.yaml") -> Params:
     path = Path(path)
     if not path.is_file():
         raise ParamsError(f"parameters file {path} not found")
-    raw = yaml.safe_load(path.read_text()) or {}
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ParamsError(_yaml_error_line(path, err)) from None
     if not isinstance(raw, dict):
         raise ParamsError(f"{path} must hold a mapping at the top level")
     return parse_params(raw)
+
+
+def _yaml_error_line(path: Path, err: yaml.YAMLError) -> str:
+    """``file:line:column: what`` (1-based, like an editor) for a YAML syntax error."""
+    mark = getattr(err, "problem_mark", None)
+    problem = getattr(err, "problem", None) or str(err)
+    context = getattr(err, "context", None)
+    what = " ".join((f"{problem} ({context})" if context else problem).split())  # one line
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+    return f"{where}: invalid YAML: {what}"

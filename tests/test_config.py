@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import copy
+import math
+import re
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import BaseModel, ValidationError
 
 from aligntrain.config import ParamsError, load_params, parse_params
 
@@ -135,3 +139,142 @@ def test_unknown_variant_on_the_command_line(tmp_path):
         capture_output=True, text=True, timeout=120, cwd=ROOT,
     )
     assert out.returncode == 2 and "unknown variant 'nope'" in out.stderr
+
+
+# ---------------------------------------------------------------------------
+# Nothing coerced silently: every float field finite, every int field strict.
+# The fields are enumerated from the models, so a new field is covered at once.
+
+
+def _leaf_types(annotation) -> set:
+    """The plain types inside an annotation (through unions, lists, dicts, Annotated)."""
+    args = typing.get_args(annotation)
+    if not args:
+        return {annotation}
+    # Skip Annotated's metadata (Strict()): keep types and generics.
+    return set().union(*(_leaf_types(a) for a in args if isinstance(a, type) or typing.get_args(a)))
+
+
+def _fields_of(model: type[BaseModel], cls: type) -> list[tuple[str, bool]]:
+    """(dotted path, is a list) of every field of type ``cls``, nested models walked into."""
+    found = []
+    for name, info in model.model_fields.items():
+        leaves = _leaf_types(info.annotation)
+        nested = [t for t in leaves if isinstance(t, type) and issubclass(t, BaseModel)]
+        if nested:
+            found += [(f"{name}.{path}", is_list) for sub in nested for path, is_list in _fields_of(sub, cls)]
+        elif cls in leaves:
+            found.append((name, typing.get_origin(info.annotation) is list))
+    return found
+
+
+def _params_with(path: str, value) -> dict:
+    raw = copy.deepcopy(RAW)
+    *sections, key = path.split(".")
+    section = raw
+    for name in sections:
+        section = section.setdefault(name, {})
+    section[key] = value
+    return raw
+
+
+#: Options that make each objective's variant valid apart from the field under test.
+_VALID_OPTIONS = {"majority": {"n": 8, "k": 1}}
+
+
+def _variant_with(objective: str, key: str, value) -> dict:
+    options = {**_VALID_OPTIONS.get(objective, {}), key: value}
+    if key == "consensus":
+        options.pop("k", None)
+    return _broken(lambda r: r["variants"].update(x={"objective": objective, **options}))
+
+
+def _bad_value_cases(cls: type, bad_values: list) -> list:
+    from aligntrain.config import Params
+    from aligntrain.training.strategies import OBJECTIVES
+
+    cases = []
+    for path, is_list in _fields_of(Params, cls):
+        cases += [pytest.param(_params_with, path, [v] if is_list else v, path, id=f"{path}={v}") for v in bad_values]
+    for objective, options in OBJECTIVES.items():
+        for path, _ in _fields_of(options, cls):
+            key = f"variants.x.{path}"
+            cases += [pytest.param(lambda *_, o=objective, p=path, v=v: _variant_with(o, p, v), None, None, key,
+                                   id=f"{key}[{objective}]={v}") for v in bad_values]
+    return cases
+
+
+def _assert_refused(raw: dict, key: str, says: str) -> None:
+    with pytest.raises(ParamsError) as err:
+        parse_params(raw)
+    line = next((line for line in str(err.value).splitlines() if f"{key}:" in line or f"{key}." in line), None)
+    assert line is not None, f"{key} not named in:\n{err.value}"
+    assert says in line
+
+
+@pytest.mark.parametrize(("make", "path", "value", "key"), _bad_value_cases(float, [math.inf, -math.inf, math.nan]))
+def test_every_float_field_must_be_finite(make, path, value, key):
+    _assert_refused(make(path, value), key, "finite number")
+
+
+@pytest.mark.parametrize(("make", "path", "value", "key"), _bad_value_cases(int, [True, False, 16.0]))
+def test_every_int_field_refuses_booleans_and_floats(make, path, value, key):
+    _assert_refused(make(path, value), key, "valid integer")
+
+
+def test_the_enumeration_sees_the_known_fields():
+    from aligntrain.config import Params
+
+    floats = {path for path, _ in _fields_of(Params, float)}
+    ints = {path for path, _ in _fields_of(Params, int)}
+    assert {"train.learning_rate", "rl.temperature", "diagnostics.synthetic.tea_alpha"} <= floats
+    assert {"study.seed", "problem.levels", "diagnostics.oracle.group_sizes", "rl.num_generations"} <= ints
+
+
+def test_rl_config_floats_finite_and_ints_strict():
+    from aligntrain.training.rl import RLConfig
+
+    floats = [path for path, _ in _fields_of(RLConfig, float)]
+    ints = [path for path, _ in _fields_of(RLConfig, int)]
+    assert "temperature" in floats and "num_generations" in ints
+    for field, value in [(f, v) for f in floats for v in (math.inf, math.nan)] + [(f, True) for f in ints]:
+        with pytest.raises(ValidationError) as err:
+            RLConfig(rule="rloo", **{field: value})
+        assert err.value.errors()[0]["loc"] == (field,)
+
+
+def test_a_boolean_count_names_the_key():
+    _assert_refused(_broken(lambda r: r["variants"]["pass_at_n"].update(n=True)), "variants.pass_at_n.n", "integer")
+
+
+@pytest.mark.parametrize(
+    ("levels", "says"),
+    [([9], "problem 'arith' has levels [1, 2, 3, 4, 5], got [9]"), ([1, 1], "levels must not repeat")],
+)
+def test_levels_the_problem_does_not_have(tmp_path, levels, says):
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(_broken(lambda r: r["problem"].update(levels=levels))))
+    with pytest.raises(ParamsError) as err:
+        load_params(tmp_path / "params.yaml")
+    assert f"problem.levels: {says}" in str(err.value)
+
+
+def test_levels_follow_the_named_problem():
+    from aligntrain.problems import get_problem
+
+    hydro = yaml.safe_load((ROOT / "profiles" / "hydro.yaml").read_text())
+    hydro["problem"]["levels"] = [3]  # an arith level
+    _assert_refused(hydro, "problem.levels", f"problem 'hydro' has levels {list(get_problem('hydro').levels)}")
+    _assert_refused(_broken(lambda r: r["problem"].update(name="nope")), "problem.name", "must be one of")
+
+
+def test_yaml_syntax_error_is_one_line_naming_file_line_and_column(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text("study:\n  seed: 0\ntrain: {steps: 5, batch_size: 8\nwarmup: {}\n")
+    with pytest.raises(ParamsError) as err:
+        load_params(path)
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith(f"{path}:4:7: invalid YAML: ")
+    path.write_text("study:\n\tseed: 0\n")
+    with pytest.raises(ParamsError, match=rf"^{re.escape(str(path))}:2:1: invalid YAML: .*'\\t'"):
+        load_params(path)

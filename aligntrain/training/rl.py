@@ -48,7 +48,7 @@ import torch
 import trl
 from accelerate.utils import gather_object
 from datasets import Dataset
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 from torch import Tensor
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
@@ -99,23 +99,23 @@ class RLConfig(BaseModel):
     (``validate_rule_options``: unknown rule, unknown option, k > n, ...);
     :meth:`resolve` adds the checks that need the problem (binary rewards, an
     answer parser) and runs the rule once on a synthetic group, all before any
-    trainer is built.
+    trainer is built. Like params.yaml's models: floats finite, integers StrictInt.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     rule: str = Field(description="Advantage rule in aligntrain.advantages (list_rules()).")
     rule_options: dict[str, Any] = Field(default_factory=dict, description="The rule's options (get_rule(r).defaults).")
-    num_generations: int = Field(8, ge=2, description="Rollouts per prompt: the group size n the rule sees.")
+    num_generations: StrictInt = Field(8, ge=2, description="Rollouts per prompt: the group size n the rule sees.")
     loss_type: Literal["dapo", "dr_grpo", "grpo", "bnpo"] | None = Field(
         None,
         description="TRL's loss reduction; None: 'dr_grpo' for rule dr_grpo, else TRL 1.16's default 'dapo'.",
     )
     beta: float = Field(0.0, ge=0, description="KL coefficient to the initial policy (0: no reference model).")
     temperature: float = Field(1.0, gt=0, description="Sampling temperature (also the logps' temperature).")
-    max_completion_length: int = Field(64, ge=1, description="Longest sampled completion, in tokens.")
+    max_completion_length: StrictInt = Field(64, ge=1, description="Longest sampled completion, in tokens.")
     reward_timeout_s: float | None = Field(5.0, gt=0, description="Per-sample reward deadline (None: none).")
-    history_capacity: int = Field(4000, ge=1, description="RewardHistory FIFO capacity (000 eq. 105).")
+    history_capacity: StrictInt = Field(4000, ge=1, description="RewardHistory FIFO capacity (000 eq. 105).")
     history_decay: float | None = Field(
         None, gt=0, le=1, description="RewardHistory decay γ for quantile='time_weighted' (000 eq. 80)."
     )

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationInfo, field_validator
 
 if TYPE_CHECKING:
     import torch
@@ -81,9 +81,13 @@ class ScoredBatch:
 
 
 class ObjectiveOptions(BaseModel):
-    """Base of every objective's options. ``kind`` says which trainer runs it."""
+    """Base of every objective's options. ``kind`` says which trainer runs it.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    As in :mod:`aligntrain.config`: floats must be finite, integers are StrictInt.
+    """
+
+    # inf/nan would pass the bound checks silently; subclasses' model_config merges with this one.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     name: ClassVar[str]
     kind: ClassVar[Literal["none", "sft", "rl"]]
     #: True: TRL's SFT loss (token-mean CE) runs unchanged and no hook below is called.
@@ -152,7 +156,7 @@ class PassAtN(ObjectiveOptions):
 
     name = "pass_at_n"
     kind = "sft"
-    n: int = Field(16, ge=1, description="Test-time budget N the model is trained for.")
+    n: StrictInt = Field(16, ge=1, description="Test-time budget N the model is trained for.")
     refill_eps: float = Field(
         0.0, ge=0, le=1, description="DCO refill threshold ε on F(N, p) (001 App. B: 0.01); 0: no refill."
     )
@@ -213,8 +217,8 @@ class MajorityVote(ObjectiveOptions):
 
     name = "majority"
     kind = "sft"
-    n: int = Field(16, ge=1, description="Test-time budget N: votes cast.")
-    k: int | None = Field(None, ge=1, description="Votes the gold answer needs, 1 <= k <= n (or give consensus).")
+    n: StrictInt = Field(16, ge=1, description="Test-time budget N: votes cast.")
+    k: StrictInt | None = Field(None, ge=1, description="Votes the gold answer needs, 1 <= k <= n (or give consensus).")
     # validate_default: the "neither k nor consensus" check must also run when consensus is absent.
     consensus: float | None = Field(
         None, gt=0, le=1, validate_default=True,
@@ -273,7 +277,7 @@ class ContrastiveMargin(ObjectiveOptions):
     name = "contrastive"
     kind = "sft"
     needs_logits = True
-    num_rivals: int = Field(4, ge=1, description="Rivals K sampled per gold token (000's code: 4).")
+    num_rivals: StrictInt = Field(4, ge=1, description="Rivals K sampled per gold token (000's code: 4).")
     mix: float = Field(0.5, ge=0, le=1, description="Weight of the margin term; 1 − mix goes to CE (000: 0.5).")
 
     def sample_loss(self, batch: ScoredBatch) -> Tensor:
