@@ -36,3 +36,25 @@ def test_missing_model_is_a_clear_error(tmp_path):
 
     with pytest.raises(FileNotFoundError, match="no model at"):
         load_model_and_tokenizer(tmp_path / "absent")
+
+
+def test_a_model_with_non_finite_weights_is_not_saved(tiny_model, tmp_path):
+    import copy
+    import math
+
+    import pytest
+
+    model, tokenizer = tiny_model
+    diverged = copy.deepcopy(model)  # the fixture's model stays intact
+    with torch.no_grad():
+        weight = diverged.model.layers[0].mlp.up_proj.weight
+        weight[0, :2] = math.nan
+        weight[1, 0] = -math.inf
+    target = tmp_path / "m"
+    with pytest.raises(ValueError, match=rf"to {target}: 3 non-finite parameter values .* in 1 tensor\(s\): model.layers.0.mlp.up_proj.weight$"):
+        save_model_and_tokenizer(diverged, tokenizer, target)
+    assert list(tmp_path.iterdir()) == [], "nothing written, not even a temporary directory"
+    save_model_and_tokenizer(model, tokenizer, target)  # a finite model still saves
+    with pytest.raises(ValueError, match="non-finite"):
+        save_model_and_tokenizer(diverged, tokenizer, target)
+    torch.testing.assert_close(AutoModelForCausalLM.from_pretrained(target).lm_head.weight, model.lm_head.weight)

@@ -28,7 +28,30 @@ def load_model_and_tokenizer(
 def save_model_and_tokenizer(
     model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, path: str | Path
 ) -> None:
-    """``save_pretrained`` into a temporary sibling, then an atomic rename."""
+    """``save_pretrained`` into a temporary sibling, then an atomic rename.
+
+    A model with NaN or inf weights (a diverged run) is refused before anything
+    is written, so that it never replaces a good checkpoint or reaches evaluation.
+    """
+    _check_finite_weights(model, path)
     with atomic_directory(path) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
+
+
+def _check_finite_weights(model: PreTrainedModel, path: str | Path) -> None:
+    """ValueError naming ``path`` and the count of non-finite values if any weight is NaN or inf."""
+    import torch
+
+    bad: dict[str, int] = {}
+    # named_parameters lists a tied weight (embeddings = LM head) once, so nothing is counted twice.
+    for name, tensor in model.named_parameters():
+        # One isfinite().all() per tensor; values are counted only in a tensor that fails.
+        if not bool(torch.isfinite(tensor).all()):
+            bad[name] = int((~torch.isfinite(tensor)).sum())
+    if bad:
+        names = ", ".join(list(bad)[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
+        raise ValueError(
+            f"refusing to save the model to {path}: {sum(bad.values())} non-finite parameter values "
+            f"(NaN or inf) in {len(bad)} tensor(s): {names}"
+        )
