@@ -14,7 +14,6 @@ replacement; nothing is Monte Carlo except ``maj_at_k_monte_carlo``, the seeds'
 from __future__ import annotations
 
 import math
-import operator
 from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
@@ -23,6 +22,8 @@ from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike
+
+from aligntrain.validation import check_int
 
 __all__ = [
     "BootstrapResult",
@@ -51,17 +52,8 @@ MAJ_FLOAT64_POOL_LIMIT = 1000
 # Validation helpers
 
 
-def _as_int(value: object, name: str) -> int:
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise ValueError(f"{name} must be an integer, got {value!r}") from None
-
-
 def _validated_k(k: object, pool_size: int, pool_name: str) -> int:
-    k = _as_int(k, "k")
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
+    k = check_int(k, "k", minimum=1)
     if k > pool_size:
         raise ValueError(f"k must be <= {pool_name} = {pool_size}, got {k}")
     return k
@@ -71,7 +63,9 @@ def _validated_ks(ks: Sequence[int], pool_size: int, pool_name: str) -> list[int
     values = np.asarray(ks)
     if values.ndim != 1 or values.size == 0:
         raise ValueError(f"ks must be a non-empty sequence of integers, got {ks!r}")
-    return [_validated_k(k, pool_size, pool_name) for k in values.tolist()]
+    # The elements themselves: np.asarray([4, True]) would turn the bool into an int.
+    items = ks.tolist() if isinstance(ks, np.ndarray) else list(ks)
+    return [_validated_k(k, pool_size, pool_name) for k in items]
 
 
 def _finite_vector(values: ArrayLike, name: str) -> np.ndarray:
@@ -104,7 +98,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
     See ``pass_at_k_curve`` for the numerics; this is its one-prompt, one-k case.
     """
-    return float(pass_at_k_curve(n, [_as_int(c, "c")], [k])[0, 0])
+    return float(pass_at_k_curve(n, [check_int(c, "c", minimum=0)], [k])[0, 0])
 
 
 def pass_at_k_curve(n: int, c: ArrayLike, ks: Sequence[int]) -> np.ndarray:
@@ -115,12 +109,13 @@ def pass_at_k_curve(n: int, c: ArrayLike, ks: Sequence[int]) -> np.ndarray:
     full relative precision. The sums for all c come from one suffix cumsum per k.
     It is exactly 1 when n − c < k (every k-subset holds a correct sample).
     """
-    n = _as_int(n, "n")
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
+    n = check_int(n, "n", minimum=1)
     c_values = np.asarray(c)
     if c_values.ndim != 1:
         raise ValueError(f"c must be one-dimensional (one count per prompt), got shape {c_values.shape}")
+    # Booleans are per-sample correctness, not counts; np.asarray([3, True]) would hide one.
+    if any(isinstance(value, (bool, np.bool_)) for value in np.asarray(c, dtype=object)):
+        raise ValueError(f"c must hold integer counts, not booleans, got {c!r}")
     try:
         correct = c_values.astype(np.int64)
         integral = np.array_equal(correct, c_values)
@@ -262,12 +257,29 @@ def _answer_pool(answers: Sequence[Hashable | None], correct: Hashable) -> tuple
     """(n_correct, wrong class sizes, n_unparseable) of a pool of answer classes."""
     if correct is None:
         raise ValueError("correct must be an answer class, not None")
+    if not _hashable(correct):
+        raise ValueError(f"correct must be a hashable answer class, got {correct!r}")
     if len(answers) == 0:
         raise ValueError("answers must be non-empty")
-    class_sizes = Counter(answers)
+    try:
+        class_sizes = Counter(answers)
+    except TypeError:  # an unhashable answer (a list, a dict): name it rather than leak a TypeError
+        index, answer = next((i, a) for i, a in enumerate(answers) if not _hashable(a))
+        raise ValueError(
+            f"answers must hold hashable answer classes or None; answers[{index}] is {answer!r}"
+        ) from None
     n_unparseable = class_sizes.pop(None, 0)
     n_correct = class_sizes.pop(correct, 0)
     return n_correct, list(class_sizes.values()), n_unparseable
+
+
+def _hashable(value: object) -> bool:
+    # hash() itself: a tuple is Hashable by type yet fails to hash when it holds a list.
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 def maj_at_k(answers: Sequence[Hashable | None], correct: Hashable, k: int) -> float:
@@ -321,9 +333,7 @@ def maj_at_k_monte_carlo(
     """
     n_correct, wrong_sizes, n_unparseable = _answer_pool(answers, correct)
     k = _validated_k(k, len(answers), "len(answers)")
-    draws = _as_int(draws, "draws")
-    if draws < 1:
-        raise ValueError(f"draws must be >= 1, got {draws}")
+    draws = check_int(draws, "draws", minimum=1)
     # Class labels: 0 = correct, 1..m = wrong classes, m+1 = unparseable (not a candidate).
     n_classes = 1 + len(wrong_sizes)
     labels = np.repeat(
@@ -434,9 +444,7 @@ def paired_bootstrap(
     the resampled mean differences, ``np.quantile``'s default linear interpolation.
     """
     a, b = _paired_vectors(a, b)
-    n_resamples = _as_int(n_resamples, "n_resamples")
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    n_resamples = check_int(n_resamples, "n_resamples", minimum=1)
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     differences = a - b

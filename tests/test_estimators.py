@@ -341,6 +341,26 @@ def test_win_tie_loss_counts():
         (lambda: win_tie_loss([1.0, 2.0], [1.0]), "a and b must have the same length"),
         (lambda: win_tie_loss([1.0], [float("nan")]), "b must be finite"),
         (lambda: win_tie_loss([1.0], [1.0], tol=-1.0), "tol must be"),
+        # Booleans are not counts (True would silently be 1).
+        (lambda: pass_at_k(True, 1, 1), "n must be an integer, got True"),
+        (lambda: pass_at_k(10, True, 1), "c must be an integer, got True"),
+        (lambda: pass_at_k(10, 3, True), "k must be an integer, got True"),
+        (lambda: pass_at_k_curve(10, [3, True], [1]), "c must hold integer counts, not booleans"),
+        (lambda: pass_at_k_curve(10, np.array([True, False]), [1]), "c must hold integer counts, not booleans"),
+        (lambda: pass_at_k_curve(10, [3], [1, True]), "k must be an integer, got True"),
+        (lambda: pass_at_k_curve(10, [3], np.array([True])), "k must be an integer, got True"),
+        (lambda: maj_at_k(["a", "b"], "a", True), "k must be an integer, got True"),
+        (lambda: maj_at_k_curve(["a", "b"], "a", [1, True]), "k must be an integer, got True"),
+        (lambda: maj_at_k_monte_carlo(["a"], "a", 1, draws=True), "draws must be an integer, got True"),
+        (lambda: max_at_k([1.0, 2.0], True), "k must be an integer, got True"),
+        (lambda: grouped_max_at_k([1.0, 2.0], False), "k must be an integer, got False"),
+        (lambda: paired_bootstrap([1.0], [1.0], n_resamples=True), "n_resamples must be an integer, got True"),
+        # Unhashable answer classes are a ValueError naming the argument, not a TypeError.
+        (lambda: maj_at_k(["a", ["b"]], "a", 1), r"answers\[1\] is \['b'\]"),
+        (lambda: maj_at_k(["a", ("b", [1])], "a", 1), r"answers must hold hashable answer classes"),
+        (lambda: maj_at_k_curve([{"x": 1}], "a", [1]), r"answers\[0\] is \{'x': 1\}"),
+        (lambda: maj_at_k_monte_carlo(["a", ["b"]], "a", 1), r"answers\[1\]"),
+        (lambda: maj_at_k(["a", "b"], ["a"], 1), "correct must be a hashable answer class"),
     ],
 )
 def test_bad_input_raises_value_error_naming_the_argument(call, argument):
