@@ -16,11 +16,13 @@ Conventions
   Results come back in the input's dtype promoted to at least float32 (a
   bfloat16 ℓ gives a float32 loss).
 - Validation [choice]: bad input raises ValueError naming the argument. Checking
-  tensor values costs one host sync per call. A log-probability may exceed 0 by
-  at most ``LOGP_POSITIVE_TOLERANCE`` (= 1e-6, rounding in fused log-softmax
-  kernels); such values count as ℓ = 0 with a straight-through gradient. A
-  larger positive value is a caller bug (usually a negative log-likelihood
-  passed where a log-probability belongs).
+  tensor values costs one host sync per call. A log-probability must be finite
+  and <= 0: ℓ = −inf (p = 0 exactly) would make the loss inf, and a fused
+  log-softmax never yields it from finite logits, so it signals a broken model
+  or input. It may exceed 0 by at most ``LOGP_POSITIVE_TOLERANCE`` (= 1e-6,
+  rounding in fused log-softmax kernels); such values count as ℓ = 0 with a
+  straight-through gradient. A larger positive value is a caller bug (usually
+  a negative log-likelihood passed where a log-probability belongs).
 """
 
 from __future__ import annotations
@@ -120,16 +122,32 @@ def _check_no_nan(value: Tensor, name: str) -> None:
 
 
 def _check_logp(logp: Tensor | float, name: str = "logp") -> Tensor:
-    """Validated ℓ in the compute dtype, rounding above 0 mapped to 0 (straight-through)."""
+    """Validated ℓ in the compute dtype, rounding above 0 mapped to 0 (straight-through).
+
+    ℓ must be finite and <= 0 (up to the rounding tolerance); NaN, −inf and a
+    positive ℓ raise ValueError naming ``name``.
+    """
     logp = _as_tensor(logp, name)
     if not logp.is_floating_point():
         raise ValueError(f"{name} must be a floating-point tensor, got {logp.dtype}")
+    # One reduction and one host sync for valid input (the training path); the
+    # diagnosis below runs only when something is wrong.
+    if bool((torch.isfinite(logp) & (logp <= LOGP_POSITIVE_TOLERANCE)).all()):
+        return _clamp_rounding(logp)
     _check_no_nan(logp, name)
-    if logp.numel() and bool((logp > LOGP_POSITIVE_TOLERANCE).any()):
+    if bool((logp == -math.inf).any()):
         raise ValueError(
-            f"{name} must be <= 0 (a log-probability; up to {LOGP_POSITIVE_TOLERANCE:g} of rounding "
-            f"is accepted), got max {logp.max().item():.6g}"
+            f"{name} must be finite: a log-probability of -inf (p = 0) makes the loss infinite; "
+            f"{int((logp == -math.inf).sum())} of {logp.numel()} values are -inf"
         )
+    raise ValueError(
+        f"{name} must be <= 0 (a log-probability; up to {LOGP_POSITIVE_TOLERANCE:g} of rounding "
+        f"is accepted), got max {logp.max().item():.6g}"
+    )
+
+
+def _clamp_rounding(logp: Tensor) -> Tensor:
+    """ℓ in the compute dtype, rounding above 0 mapped to 0 with a straight-through gradient."""
     logp = logp.to(_compute_dtype(logp.device))
     return torch.where(logp > 0, logp - logp.detach(), logp)
 

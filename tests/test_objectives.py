@@ -703,6 +703,14 @@ VALUE_ERRORS = [
     (lambda: cat_best_of_n_rl_weight(torch.tensor([1.5]), 4), "q must lie in"),
     (lambda: cat_best_of_n_rl_weight(P, 4, clip=0.0), "clip must be > 0"),
     (lambda: cat_best_of_n_rl_weight(P, 0), "n must be >= 1"),
+    # ℓ = −inf (p = 0) is outside the domain: the loss would be inf with no error.
+    (lambda: pass_at_n_loss(torch.tensor([-1.0, -math.inf]), 2), "logp must be finite.*1 of 2 values are -inf"),
+    (lambda: pass_at_n_loss(torch.tensor([math.inf]), 2), "logp must be <= 0.*got max inf"),
+    (lambda: pass_at_n_loss(torch.tensor([-math.inf, math.nan]), 2), "logp contains NaN"),
+    (lambda: pass_at_n_weight_from_logp(-math.inf, 2), "logp must be finite"),
+    (lambda: majority_loss(torch.tensor([-math.inf]), 4, 2), "logp must be finite"),
+    (lambda: majority_weight_from_logp(torch.tensor([-math.inf]), 4, 2), "logp must be finite"),
+    (lambda: sequence_success_probability(torch.tensor([-math.inf])), "logp must be finite"),
 ]
 
 
@@ -710,3 +718,18 @@ VALUE_ERRORS = [
 def test_value_errors_name_the_argument(call, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_strategy_losses_refuse_an_infinite_log_probability() -> None:
+    """The training path (an objective's loss on a batch's ℓ) stops instead of returning inf."""
+    from aligntrain.training.strategies import get_objective
+
+    logp = torch.tensor([-2.0, -math.inf], dtype=torch.float32, requires_grad=True)
+    for name, options in [("pass_at_n", {"n": 4}), ("majority", {"n": 4, "k": 2})]:
+        objective = get_objective(name).model_validate(options)
+        with pytest.raises(ValueError, match="logp must be finite"):
+            objective.loss(logp)
+        with pytest.raises(ValueError, match="logp must be finite"):
+            objective.weight(logp)
+    finite = logp.detach()[:1].requires_grad_()
+    assert torch.isfinite(pass_at_n_loss(finite, 4)).all()
