@@ -1,13 +1,18 @@
-"""Atomic file output: a reader never sees a half-written file or directory."""
+"""Atomic file output: a reader never sees a half-written file or directory.
+
+Outputs get the user's normal permissions (0666 / 0777 less the umask), as
+``open`` and ``mkdir`` give them: the temporaries are created with those modes,
+not with ``tempfile``'s private 0600 / 0700, which the rename would keep.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import secrets
 import shutil
-import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +22,9 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary file path next to ``path``; on success rename it over ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
+    tmp = _create_sibling(path, lambda name: os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)))
     try:
-        yield Path(tmp)
+        yield tmp
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -33,7 +37,7 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     """Yield a temporary directory next to ``path``; on success it replaces ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
+    tmp = _create_sibling(path, lambda name: os.mkdir(name, 0o777))
     try:
         yield tmp
         if path.exists():
@@ -47,6 +51,23 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _create_sibling(path: Path, create: Callable[[Path], None]) -> Path:
+    """A new, uniquely named hidden sibling of ``path``, made by ``create`` (which must fail if it exists).
+
+    ``create`` passes the full mode to os.open / os.mkdir, so the kernel applies
+    the umask (and any default ACL) exactly as for an ordinary file; reading the
+    umask in Python would need os.umask, which is process-wide and racy.
+    """
+    for _ in range(100):
+        candidate = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            create(candidate)
+        except FileExistsError:
+            continue
+        return candidate
+    raise FileExistsError(f"no free temporary name next to {path}")
 
 
 def write_json(path: str | Path, payload: Any) -> None:

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import os
+import stat
+
 import pytest
 
-from aligntrain.io import atomic_directory, atomic_path, fingerprint, read_json, write_json
+from aligntrain.io import atomic_directory, atomic_path, fingerprint, read_json, write_json, write_text
 
 
 def test_atomic_path_leaves_old_file_on_failure(tmp_path):
@@ -34,3 +37,33 @@ def test_atomic_directory_replaces_whole(tmp_path):
 def test_fingerprint_is_stable_and_sensitive():
     assert fingerprint({"a": 1, "b": [2]}) == fingerprint({"b": [2], "a": 1})
     assert fingerprint({"a": 1}) != fingerprint({"a": 2})
+
+
+@pytest.fixture
+def restore_umask():
+    """The test may change the process umask; it is restored afterwards."""
+    previous = os.umask(0o022)
+    os.umask(previous)
+    yield
+    os.umask(previous)
+
+
+@pytest.mark.parametrize(
+    ("mask", "file_mode", "dir_mode"),
+    [(0o022, 0o644, 0o755), (0o077, 0o600, 0o700), (0o002, 0o664, 0o775)],
+    ids=["umask-022", "umask-077", "umask-002"],
+)
+def test_outputs_get_the_users_permissions(tmp_path, restore_umask, mask, file_mode, dir_mode):
+    """0666 / 0777 less the umask, like open() and mkdir(); not tempfile's private 0600 / 0700."""
+    os.umask(mask)
+    write_json(tmp_path / "out.json", {"a": 1})
+    write_text(tmp_path / "deep" / "out.txt", "x")
+    with atomic_directory(tmp_path / "model") as tmp:
+        (tmp / "weights").write_text("w")
+    with atomic_directory(tmp_path / "model") as tmp:  # replacing an existing directory
+        (tmp / "weights").write_text("w")
+    assert stat.S_IMODE((tmp_path / "out.json").stat().st_mode) == file_mode
+    assert stat.S_IMODE((tmp_path / "deep" / "out.txt").stat().st_mode) == file_mode
+    assert stat.S_IMODE((tmp_path / "model").stat().st_mode) == dir_mode
+    assert stat.S_IMODE((tmp_path / "model" / "weights").stat().st_mode) == file_mode
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["deep", "model", "out.json"]

@@ -70,7 +70,6 @@ def save_rows(
         validate(row)
     table = pa.Table.from_pylist([{field: row[field] for field in ROW_FIELDS} for row in rows], ROW_SCHEMA)
     with atomic_path(path) as temp_path:
-        os.chmod(temp_path, 0o644)  # mkstemp makes it owner-only; data files are shared
         pq.write_table(table, temp_path)
 
 
