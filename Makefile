@@ -6,7 +6,7 @@ export PATH := $(BIN):$(PATH)
 export HF_HUB_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
 
-.PHONY: venv study smoke test bench clean
+.PHONY: venv study study-plain smoke test bench clean prefect-server mlflow-server pools deploy worker submit
 
 # torch goes in first, pinned: the CPU wheel. Letting pip choose a torch for
 # transformers/trl would pull the newest CUDA build (gigabytes) on a CPU machine.
@@ -14,19 +14,58 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "torch==2.13.0"
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[test]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[test,orchestration]"
 	touch $@
 
 venv: $(VENV)/.installed
 
-# The default study through DVC, one fresh MLflow parent run per reproduction, and
-# one local Prefect server for all stages (unless PREFECT_API_URL names one).
+# The default study: DVC's stage graph run by the Prefect study flow (flows/study.py),
+# CONCURRENCY stages at a time, each in a workspace of its own; the checkout then
+# reproduces everything from DVC's run-cache. `make study-plain` is `dvc repro` alone.
+CONCURRENCY ?= 2
 study: venv
-	ALIGNTRAIN_PARENT_RUN_ID=$$(aligntrain new-study-run) python scripts/with_prefect_server.py -- dvc repro
+	aligntrain pipeline
+	python flows/study.py --concurrency $(CONCURRENCY)
 
-# The smoke profile (profiles/smoke.yaml): the same dvc.yaml, tiny sizes, in build/smoke.
+study-plain: venv
+	aligntrain pipeline
+	scripts/plain_repro.sh
+
+# The smoke profile (profiles/smoke.yaml): the same stages, tiny sizes, in build/smoke.
 smoke: venv
-	python scripts/with_prefect_server.py -- scripts/run_profile.sh profiles/smoke.yaml build/smoke
+	ALIGNTRAIN_CONCURRENCY=$(CONCURRENCY) scripts/run_profile.sh profiles/smoke.yaml build/smoke
+
+# ---- GPU agents (README "Running on GPU agents") ----------------------------------
+# HOST=0.0.0.0 serves other machines (put it behind your network's access control).
+HOST ?= 127.0.0.1
+PREFECT_PORT ?= 4200
+MLFLOW_PORT  ?= 5000
+POOL ?= gpu
+GPU  ?= 0
+# The environment whose `aligntrain` the stages run (e.g. a vLLM environment without Prefect).
+STAGE_BIN ?= $(BIN)
+
+prefect-server: venv          ## a Prefect server (export PREFECT_API_URL=http://HOST:$(PREFECT_PORT)/api)
+	prefect server start --host $(HOST) --port $(PREFECT_PORT)
+
+mlflow-server: venv           ## an MLflow tracking server (export MLFLOW_TRACKING_URI=http://HOST:$(MLFLOW_PORT))
+	mkdir -p build/mlflow
+	mlflow server --host $(HOST) --port $(MLFLOW_PORT) --backend-store-uri sqlite:///$(CURDIR)/build/mlflow/mlflow.db \
+	    --artifacts-destination $(CURDIR)/build/mlflow/artifacts
+
+pools: venv                   ## the cpu and gpu process work pools
+	prefect work-pool create cpu --type process --overwrite
+	prefect work-pool create gpu --type process --overwrite
+
+deploy: venv                  ## the deployments of prefect.yaml (study/default, stage/cpu, stage/gpu)
+	prefect --no-prompt deploy --all
+
+worker: venv                  ## a worker of POOL in this checkout; one stage at a time, on GPU number GPU
+	ALIGNTRAIN_CHECKOUT=$(CURDIR) ALIGNTRAIN_STAGE_BIN=$(STAGE_BIN) CUDA_VISIBLE_DEVICES=$(GPU) \
+	    prefect worker start --pool $(POOL) --limit 1
+
+submit: venv                  ## the committed study on the agents; ends with `dvc repro --pull` here
+	python flows/study.py --agents --gpu-pool gpu --concurrency 4
 
 test: venv
 	$(BIN)/python -m pytest -q

@@ -5,8 +5,11 @@ dvc.yaml names the same paths; this is the one place the code spells them.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
+
+CHECKPOINT_ROOT_ENV = "ALIGNTRAIN_CHECKPOINT_ROOT"
 
 
 @dataclass(frozen=True)
@@ -33,8 +36,14 @@ class StudyPaths:
         return self.root / "models" / "variants" / variant
 
     def checkpoints(self, stage: str) -> Path:
-        """Resumable checkpoints of a training stage (git- and DVC-ignored scratch)."""
-        return self.root / "checkpoints" / stage
+        """Resumable checkpoints of a training stage (git- and DVC-ignored scratch).
+
+        Under ``$ALIGNTRAIN_CHECKPOINT_ROOT`` when set: storage shared by the machines
+        that may run the stage, so a retry on another agent (or in another workspace)
+        resumes where the killed run stopped.
+        """
+        shared = os.environ.get(CHECKPOINT_ROOT_ENV)
+        return (Path(shared) if shared else self.root / "checkpoints") / stage
 
     def pool(self, variant: str) -> Path:
         return self.root / "pools" / f"{variant}.parquet"

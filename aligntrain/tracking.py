@@ -6,8 +6,9 @@ study (tag ``aligntrain.role=study``) and one *child* run per stage and variant
 the compare view lines variants up.
 
 The parent run is, in order: the run named by ``ALIGNTRAIN_PARENT_RUN_ID``
-(set by ``make study`` and the ``study`` flow for one fresh parent per
-reproduction), else the newest parent of this study, else a new one.
+(set by the study flow, flows/study.py, and by scripts/plain_repro.sh, for one
+fresh parent per reproduction, closed with the study's status), else the newest
+parent of this study, else a new one.
 The store is ``MLFLOW_TRACKING_URI`` or ``sqlite:///mlflow.db`` in the study
 directory.
 """
@@ -23,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 PARENT_ENV = "ALIGNTRAIN_PARENT_RUN_ID"
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+MODEL_TRAINING_KIND = "custom_model_development"
 
 
 def tracking_uri(root: Path = Path(".")) -> str:
@@ -37,8 +40,43 @@ def _mlflow(experiment: str, root: Path):
     # Alembic's migration chatter on a fresh store is noise in stage logs.
     logging.getLogger("alembic").setLevel(logging.WARNING)
     mlflow.set_tracking_uri(tracking_uri(root))
-    mlflow.set_experiment(experiment)
+    exp = mlflow.set_experiment(experiment)
+    if exp.tags.get(EXPERIMENT_KIND_TAG) != MODEL_TRAINING_KIND:
+        # MLflow 3 opens an untagged experiment in its GenAI view; runs are compared in the training view.
+        mlflow.MlflowClient().set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND)
     return mlflow
+
+
+def check_tracking_server(root: Path = Path("."), timeout_s: float = 5.0) -> None:
+    """Fail fast, naming the URI, when an HTTP tracking server does not answer (before any work).
+
+    MLflow's own client retries an unreachable server for minutes; a stage should not
+    train for an hour and then lose its metrics, nor wait five minutes to say so.
+    """
+    import urllib.error
+    import urllib.request
+
+    uri = tracking_uri(root)
+    if not uri.startswith(("http://", "https://")):
+        return
+    try:
+        with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=timeout_s) as reply:
+            if reply.status == 200:
+                return
+            problem = f"HTTP {reply.status}"
+    except (OSError, urllib.error.URLError) as err:
+        problem = str(getattr(err, "reason", err))
+    raise ConnectionError(f"MLflow tracking server {uri} (MLFLOW_TRACKING_URI) is not reachable: {problem}")
+
+
+def end_study_run(run_id: str, status: str = "FINISHED", root: Path = Path(".")) -> None:
+    """Close a study's parent run with the study's status (FINISHED, FAILED or KILLED)."""
+    import mlflow
+
+    if status not in ("FINISHED", "FAILED", "KILLED"):
+        raise ValueError(f"status must be FINISHED, FAILED or KILLED, got {status!r}")
+    mlflow.set_tracking_uri(tracking_uri(root))
+    mlflow.MlflowClient().set_terminated(run_id, status=status)
 
 
 def git_commit(root: Path = Path(".")) -> str:

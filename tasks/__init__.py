@@ -1,12 +1,3 @@
-"""Prefect tasks: one thin wrapper per library call, no logic of their own.
-
-One module per group of stages (``tasks.prepare``, ``tasks.training``,
-``tasks.evaluation``), so a stage imports only what it runs: evaluate and
-compare never import transformers or TRL. Results stay in memory (models, row
-lists), so tasks never hash their inputs for caching (``NO_CACHE``); DVC, not
-Prefect, decides what needs re-running.
-"""
-
-from prefect.cache_policies import NO_CACHE
-
-TASK_OPTIONS = dict(cache_policy=NO_CACHE)
+"""Prefect tasks of the study flow: run one DVC stage (tasks.dvc), on an agent (tasks.agents),
+in a workspace of its own (tasks.workspace); open and close the study's MLflow parent run
+(tasks.tracking). A folder of the repository, loaded by the flows from its path; not installed."""

@@ -32,3 +32,23 @@ def tiny_model(arith_rows):
         tokenizer, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, max_length=128, seed=0
     )
     return model, tokenizer
+
+
+@pytest.fixture(scope="session")
+def plain_smoke_study(tmp_path_factory):
+    """The smoke profile by `dvc repro` alone (scripts/run_profile.sh --plain): the reference run."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    study = tmp_path_factory.mktemp("plain") / "study"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "ALIGNTRAIN_", "PREFECT_"))}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    out = subprocess.run(
+        [str(root / "scripts" / "run_profile.sh"), str(root / "profiles" / "smoke.yaml"), str(study), "--plain"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=1500,
+    )
+    if out.returncode != 0:
+        raise AssertionError(f"plain smoke study failed:\n{out.stdout[-4000:]}\n{out.stderr[-6000:]}")
+    return study

@@ -124,7 +124,7 @@ def test_cli_stops_before_any_work(tmp_path):
     """The stage command exits 2 with the key in its message, and writes nothing."""
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(_broken(lambda r: r["variants"]["pass_at_n"].update(n=-3))))
     out = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "train", "--variant", "pass_at_n", "--root", str(tmp_path)],
+        [sys.executable, "-m", "aligntrain.cli", "train", "--variant", "pass_at_n", "--root", str(tmp_path)],
         capture_output=True, text=True, timeout=120, cwd=ROOT,
     )
     assert out.returncode == 2
@@ -135,7 +135,7 @@ def test_cli_stops_before_any_work(tmp_path):
 def test_unknown_variant_on_the_command_line(tmp_path):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(RAW))
     out = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "rollouts", "--variant", "nope", "--root", str(tmp_path)],
+        [sys.executable, "-m", "aligntrain.cli", "rollouts", "--variant", "nope", "--root", str(tmp_path)],
         capture_output=True, text=True, timeout=120, cwd=ROOT,
     )
     assert out.returncode == 2 and "unknown variant 'nope'" in out.stderr

@@ -1,8 +1,9 @@
-"""End to end: the smoke profile through `dvc repro` in a copy of the repository.
+"""End to end: the smoke profile by `dvc repro` alone, and by the study flow (stages concurrently).
 
-Runs the real chain — DVC stages calling the `aligntrain` CLI, each a Prefect flow
-(against one local Prefect server), MLflow into the copy's SQLite store — then
-checks the outputs, the MLflow runs, and DVC's view of what a change invalidates.
+The reference (`plain_smoke_study`, tests/conftest.py) runs the real chain without
+Prefect: DVC stages calling the `aligntrain` command line, MLflow into the copy's
+SQLite store. The tests check its outputs, MLflow runs and DVC's view of what a
+change invalidates; then the local study flow must give the same files.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def _run(cmd: list[str], cwd: Path, scratch: Path, timeout: int = 900) -> subpro
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
     for var in ("MLFLOW_TRACKING_URI", "ALIGNTRAIN_PARENT_RUN_ID", "PREFECT_API_URL"):
         env.pop(var, None)
-    env["PREFECT_HOME"] = str(scratch / "prefect-home")  # the test's own Prefect server database
+    env["PREFECT_HOME"] = str(scratch / "prefect-home")
     out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     if out.returncode != 0:
         raise AssertionError(f"{cmd} failed ({out.returncode}):\n{out.stdout[-4000:]}\n{out.stderr[-6000:]}")
@@ -36,15 +37,8 @@ def _run(cmd: list[str], cwd: Path, scratch: Path, timeout: int = 900) -> subpro
 
 
 @pytest.fixture(scope="module")
-def smoke_study(tmp_path_factory) -> Path:
-    study = tmp_path_factory.mktemp("e2e") / "study"
-    _run(
-        [sys.executable, str(ROOT / "scripts" / "with_prefect_server.py"), "--",
-         str(ROOT / "scripts" / "run_profile.sh"), str(ROOT / "profiles" / "smoke.yaml"), str(study)],
-        cwd=ROOT,
-        scratch=study.parent,
-    )
-    return study
+def smoke_study(plain_smoke_study) -> Path:
+    return plain_smoke_study
 
 
 def test_outputs_and_metrics(smoke_study):
@@ -97,7 +91,7 @@ def test_mlflow_runs(smoke_study):
     runs = mlflow.search_runs(experiment_names=["aligntrain-smoke"], output_format="list")
     parents = [r for r in runs if r.data.tags.get("aligntrain.role") == "study"]
     children = [r for r in runs if r.data.tags.get("aligntrain.role") == "stage"]
-    assert len(parents) == 1
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED", "the parent run ends with the study"
     names = {r.info.run_name for r in children}
     expected = {"prepare", "pretrain", "warmup", "compare", "oracle_gradient", "synthetic", "report"} | {
         f"{stage}@{v}" for stage in ("train", "rollouts", "evaluate", "diagnose") for v in variants
@@ -136,3 +130,50 @@ def test_dvc_knows_what_a_change_invalidates(smoke_study):
         assert not {"train@ce", "train@warmup", "train@grpo", "warmup", "pretrain", "prepare"} & changed
     finally:
         params_file.write_text(original)
+
+
+# ---------------------------------------------------------------- the study flow, locally
+
+
+@pytest.fixture(scope="module")
+def flow_study(tmp_path_factory) -> tuple[Path, str]:
+    """Two variants of the smoke profile through flows/study.py, two stages at a time."""
+    scratch = tmp_path_factory.mktemp("flow")
+    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
+    raw["study"]["run"] = ["warmup", "ce"]
+    profile = scratch / "profile.yaml"
+    profile.write_text(yaml.safe_dump(raw, sort_keys=False))
+    study = scratch / "study"
+    out = _run([str(ROOT / "scripts" / "run_profile.sh"), str(profile), str(study)], cwd=ROOT, scratch=scratch)
+    return study, out.stdout + out.stderr
+
+
+def test_flow_gives_the_files_of_a_plain_repro(flow_study, smoke_study):
+    study, log = flow_study
+    assert "in the checkout at the end: compare, report" in log
+    for variant in ("warmup", "ce"):
+        for name in (f"metrics/{variant}.json", f"plots/curves/{variant}.csv", f"metrics/diagnostics/{variant}.json"):
+            assert (study / name).read_bytes() == (smoke_study / name).read_bytes(), name
+    lock = yaml.safe_load((study / "dvc.lock").read_text())["stages"]
+    reference = yaml.safe_load((smoke_study / "dvc.lock").read_text())["stages"]
+    for stage in ("prepare", "pretrain", "warmup", "train@ce", "rollouts@ce", "evaluate@ce", "synthetic"):
+        assert lock[stage] == reference[stage], stage
+    status = _run([str(BIN / "dvc"), "status", "--json"], cwd=study, scratch=study.parent)
+    assert json.loads(status.stdout or "{}") == {}
+    assert not list((study / "build" / "workspaces").glob("*/*")), "workspaces are removed after success"
+
+
+def test_flow_logs_one_finished_parent_and_a_second_run_does_nothing(flow_study):
+    import mlflow
+
+    study, _ = flow_study
+    mlflow.set_tracking_uri(f"sqlite:///{study / 'mlflow.db'}")
+    runs = mlflow.search_runs(experiment_names=["aligntrain-smoke"], output_format="list")
+    parents = [r for r in runs if r.data.tags.get("aligntrain.role") == "study"]
+    children = [r for r in runs if r.data.tags.get("aligntrain.role") == "stage"]
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert len(children) == 7 + 4 * 2 and {r.data.tags["mlflow.parentRunId"] for r in children} == {
+        parents[0].info.run_id}
+    again = _run([sys.executable, "flows/study.py"], cwd=study, scratch=study.parent)
+    assert "0 of 15 stages to run" in again.stdout + again.stderr
+    assert len(mlflow.search_runs(experiment_names=["aligntrain-smoke"], output_format="list")) == len(runs)

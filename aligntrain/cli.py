@@ -1,0 +1,153 @@
+"""The ``aligntrain`` command line: one sub-command per stage of :data:`aligntrain.pipeline.STAGES`.
+
+``dvc.yaml``'s commands call these (``aligntrain train --variant ce``); so do Prefect's
+stage tasks, through ``dvc repro``. Nothing here imports Prefect or DVC: a stage runs
+in an environment that has neither (a GPU machine with vLLM cannot have Prefect).
+
+Parameters are validated before any work, so a bad params.yaml fails in a second
+with a message naming the key, and no MLflow run is created.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import typer
+
+# No hub access on study machines; never wait on the network for telemetry.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from aligntrain import pipeline  # noqa: E402  (after the environment above)
+
+app = typer.Typer(help="aligntrain: strategy-aware training pipeline stages.", no_args_is_help=True)
+
+ParamsOpt = typer.Option("params.yaml", "--params", "-p", help="Parameters file, relative to --root.")
+RootOpt = typer.Option(".", "--root", help="Study directory (where data/, models/, ... live).")
+VariantOpt = typer.Option(..., "--variant", "-v", help="Variant name from params.yaml.")
+VariantsOpt = typer.Option(
+    "", "--variants", help="Comma-separated variants dvc.yaml was generated for (checked against study.run)."
+)
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def _load(params_file: str, root: str):
+    from aligntrain.config import ParamsError, load_params
+
+    try:
+        return load_params(Path(root) / params_file)
+    except (ParamsError, ValueError) as err:
+        _fail(str(err))
+
+
+def run_stage(stage: pipeline.Stage, params_file: str, root: str, variant: str | None, variants: str) -> dict:
+    """Validate, open the stage's MLflow child run, run it, log its metrics and artifacts."""
+    from aligntrain import tracking
+    from aligntrain.paths import StudyPaths
+
+    params = _load(params_file, root)
+    try:
+        if variant is not None:
+            params.variant(variant)
+        if variants:
+            pipeline.check_variants(params, variants.split(","))
+        tracking.check_tracking_server(Path(root))
+    except (ValueError, ConnectionError) as err:
+        _fail(str(err))
+    if params.study.torch_threads:
+        import torch
+
+        torch.set_num_threads(params.study.torch_threads)
+    root_ = Path(root)
+    paths = StudyPaths(root_)
+    with tracking.stage_run(
+        study=params.study.name, experiment=params.study.experiment, stage=stage.name, variant=variant,
+        params=stage.logged(params, variant), root=root_,
+    ) as run:
+        metrics = stage.run(params, paths, variant, run)
+        run.log_metrics(metrics)
+        for template, folder in stage.artifacts:
+            run.log_artifact(root_ / template.replace("{v}", variant or ""), artifact_path=folder)
+    return metrics
+
+
+def _command(stage: pipeline.Stage):
+    if stage.per_variant:
+
+        def command(variant: str = VariantOpt, params: str = ParamsOpt, root: str = RootOpt,
+                    variants: str = VariantsOpt) -> None:
+            run_stage(stage, params, root, variant, variants)
+    else:
+
+        def command(params: str = ParamsOpt, root: str = RootOpt, variants: str = VariantsOpt) -> None:
+            run_stage(stage, params, root, None, variants)
+
+    command.__doc__ = stage.summary
+    return command
+
+
+for _stage in pipeline.STAGES:
+    app.command(_stage.command)(_command(_stage))
+
+
+@app.command("pipeline")
+def write_pipeline(
+    params: str = ParamsOpt,
+    root: str = RootOpt,
+    check: bool = typer.Option(False, "--check", help="Only check that dvc.yaml is current (exit 1 if not)."),
+) -> None:
+    """Write dvc.yaml from the table of stages and params.yaml's study.run."""
+    from aligntrain.io import write_text
+
+    text = pipeline.render_dvc_yaml(_load(params, root))
+    target = Path(root) / "dvc.yaml"
+    if check:
+        if not target.is_file() or target.read_text() != text:
+            typer.echo(f"{target} is not current: run `aligntrain pipeline`", err=True)
+            raise typer.Exit(1)
+        return
+    write_text(target, text)
+
+
+@app.command("stages")
+def list_stages() -> None:
+    """The table of stages: name, per variant or not, accelerator or not, what it does."""
+    for s in pipeline.STAGES:
+        kind = ("per variant" if s.per_variant else "once") + (", accelerator" if s.accelerator else "")
+        typer.echo(f"{s.name:16s} {kind:24s} {s.summary}")
+
+
+@app.command("new-study-run")
+def new_study_run(params: str = ParamsOpt, root: str = RootOpt) -> None:
+    """Create a fresh MLflow parent run and print its id (for ALIGNTRAIN_PARENT_RUN_ID)."""
+    from aligntrain import tracking
+
+    p = _load(params, root)
+    try:
+        tracking.check_tracking_server(Path(root))
+    except ConnectionError as err:
+        _fail(str(err))
+    sys.stdout.write(tracking.start_study_run(p.study.name, p.study.experiment, Path(root)) + "\n")
+
+
+@app.command("end-study-run")
+def end_study_run(
+    run_id: str = typer.Argument(..., help="The parent run's id."),
+    status: str = typer.Option("FINISHED", "--status", help="FINISHED, FAILED or KILLED."),
+    root: str = RootOpt,
+) -> None:
+    """Close the study's MLflow parent run with the study's status."""
+    from aligntrain import tracking
+
+    tracking.end_study_run(run_id, status, Path(root))
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,345 @@
+"""The table of the study's stages: what each runs, logs, reads and writes.
+
+This is the one place a stage is defined. The ``aligntrain`` command line
+(:mod:`aligntrain.cli`) makes one sub-command per entry, and :func:`render_dvc_yaml`
+writes ``dvc.yaml`` from it, so DVC's DAG, the commands and the code never drift
+apart. The library knows nothing of DVC: the rendered file is plain data here.
+
+Each entry's ``run`` gets the validated parameters, the study's paths, the variant
+(per-variant stages) and the open MLflow child run, and returns the headline
+metrics logged on that run.
+
+Paths in ``deps``/``outs`` are templates: ``{v}`` is the stage's own variant
+(``foreach`` over ``study.run``); an entry with ``{each}`` is repeated for every
+variant the study runs (what ``compare`` and ``report`` read, file by file, so
+outputs left behind by an earlier experiment never change their inputs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from aligntrain.config import Params
+from aligntrain.paths import StudyPaths
+
+RunFn = Callable[[Params, StudyPaths, "str | None", Any], dict]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One DVC stage of the study and the ``aligntrain <name>`` command that runs it."""
+
+    name: str
+    """DVC stage name and sub-command (``oracle_gradient`` is ``aligntrain oracle-gradient``)."""
+    summary: str
+    """One line for ``aligntrain --help`` and ``aligntrain stages``."""
+    run: RunFn
+    """Does the work: ``run(params, paths, variant, mlflow_run) -> metrics``."""
+    logged: Callable[[Params, str | None], Mapping[str, Any]]
+    """The parameters logged on the stage's MLflow run."""
+    per_variant: bool = False
+    """One stage per variant of ``study.run`` (DVC ``foreach``; ``--variant`` on the command line)."""
+    accelerator: bool = False
+    """Trains or samples a model: scheduled on the GPU pool of agents when there is one."""
+    deps: tuple[str, ...] = ()
+    params: tuple[str, ...] = ()
+    outs: tuple[str, ...] = ()
+    uncached_outs: tuple[str, ...] = ()
+    """Small outputs kept in git (``cache: false``): reports, CSVs."""
+    metrics: tuple[str, ...] = ()
+    plots: tuple[str, ...] = ()
+    artifacts: tuple[tuple[str, str | None], ...] = field(default=())
+    """(path template, artifact folder) logged to MLflow after the run."""
+
+    @property
+    def command(self) -> str:
+        return self.name.replace("_", "-")
+
+
+# ---------------------------------------------------------------- run functions
+# Imports inside each function: a stage loads only the libraries it uses
+# (evaluate and compare never import transformers or TRL).
+
+
+def _prepare(params: Params, paths: StudyPaths, variant: str | None, run) -> dict:
+    from aligntrain.stages import prepare
+
+    splits = prepare.generate_rows(params)
+    prepare.validate_rows(params, splits)
+    return prepare.write_outputs(paths, splits, prepare.pretrain_corpus(params))
+
+
+def _pretrain(params: Params, paths: StudyPaths, variant: str | None, run) -> dict:
+    import pandas as pd
+
+    from aligntrain.stages import prepare, training
+
+    corpus = pd.read_parquet(paths.pretrain_corpus)["text"].tolist()
+    splits = {s: prepare.read_split(paths, s) for s in prepare.SPLITS}
+    return training.pretrain(params, paths, corpus, splits, callbacks=[run.trainer_callback()])
+
+
+def _warmup(params: Params, paths: StudyPaths, variant: str | None, run) -> dict:
+    from aligntrain.stages import prepare, training
+
+    train, val = prepare.read_split(paths, "train"), prepare.read_split(paths, "validation")
+    return training.warmup(params, paths, train, val, callbacks=[run.trainer_callback()])
+
+
+def _train(params: Params, paths: StudyPaths, variant: str | None, run) -> dict:
+    from aligntrain.stages import prepare, training
+
+    train, val = prepare.read_split(paths, "train"), prepare.read_split(paths, "validation")
+    return training.train_variant(params, paths, variant, train, val, callbacks=[run.trainer_callback()])
+
+
+def _rollouts(params: Params, paths: StudyPaths, variant: str | None, run) -> dict:
+    from aligntrain.stages import evaluation, prepare
+
+    return evaluation.generate_pool(params, paths, variant, prepare.read_split(paths, "test"))
+
+
+def _evaluate(params: Params, paths: StudyPaths, variant: str | None, run) -> dict:
+    from aligntrain.stages import evaluation, prepare
+
+    return evaluation.evaluate_pool(params, paths, variant, prepare.read_split(paths, "test"))
+
+
+def _compare(params: Params, paths: StudyPaths, variant: str | None, run) -> dict:
+    from aligntrain.stages import evaluation
+
+    return evaluation.compare_variants(params, paths)
+
+
+def _diagnose(params: Params, paths: StudyPaths, variant: str | None, run) -> dict:
+    from aligntrain.stages import diagnostics, prepare
+
+    return diagnostics.diagnose_variant(params, paths, variant, prepare.read_split(paths, "test"))
+
+
+def _oracle_gradient(params: Params, paths: StudyPaths, variant: str | None, run) -> dict:
+    from aligntrain.stages import diagnostics, prepare
+
+    return diagnostics.oracle_gradient(params, paths, prepare.read_split(paths, "test"))
+
+
+def _synthetic(params: Params, paths: StudyPaths, variant: str | None, run) -> dict:
+    from aligntrain.stages import diagnostics
+
+    return diagnostics.synthetic_checks(params, paths)
+
+
+def _report(params: Params, paths: StudyPaths, variant: str | None, run) -> dict:
+    from aligntrain.stages import report
+
+    return report.build_report(params, paths)
+
+
+def _variant_and(section: str) -> Callable[[Params, str | None], dict]:
+    def logged(params: Params, variant: str | None) -> dict:
+        return {"variant": params.variant(variant).model_dump(), section: getattr(params, section).model_dump()}
+
+    return logged
+
+
+def _train_logged(params: Params, variant: str | None) -> dict:
+    spec = params.variant(variant)
+    schedule = params.rl if spec.options.kind == "rl" else params.train
+    return {"variant": spec.model_dump(), "schedule": schedule.model_dump() if schedule else {}}
+
+
+# Library code each kind of stage runs: a change there re-runs the stage.
+_TRAINING_CODE = ("aligntrain/models", "aligntrain/training", "aligntrain/stages/training.py")
+_DIAGNOSTICS_CODE = ("aligntrain/diagnostics", "aligntrain/stages/diagnostics.py")
+
+STAGES: tuple[Stage, ...] = (
+    Stage(
+        "prepare", "Generate (or load) and validate the train/val/test rows and the pretraining corpus.", _prepare,
+        lambda p, v: {"problem": p.problem.model_dump(), "seed": p.study.seed},
+        deps=("aligntrain/problems", "aligntrain/verify.py", "aligntrain/stages/prepare.py"),
+        params=("study.seed", "problem"),
+        outs=("data",),
+    ),
+    Stage(
+        "pretrain", "Train the tiny base model from scratch on the synthetic corpus.", _pretrain,
+        lambda p, v: {"model": p.model.model_dump(), "pretrain": p.pretrain.model_dump()},
+        accelerator=True,
+        deps=("data", *_TRAINING_CODE),
+        params=("study.seed", "model", "pretrain"),
+        outs=("models/base",),
+    ),
+    Stage(
+        "warmup", "CE SFT warm-up from the base model (the shared start of all variants).", _warmup,
+        lambda p, v: {"warmup": p.warmup.model_dump()},
+        accelerator=True,
+        deps=("data", "models/base", *_TRAINING_CODE),
+        params=("study.seed", "model.max_length", "warmup"),
+        outs=("models/warmup",),
+    ),
+    Stage(
+        "train", "Fine-tune one variant from the warm-up checkpoint.", _train, _train_logged,
+        per_variant=True, accelerator=True,
+        deps=("data", "models/warmup", *_TRAINING_CODE, "aligntrain/objectives.py", "aligntrain/advantages",
+              "aligntrain/problems", "aligntrain/verify.py"),
+        params=("study.seed", "model.max_length", "train", "rl", "variants.{v}"),
+        outs=("models/variants/{v}",),
+    ),
+    Stage(
+        "rollouts", "Sample M completions per test prompt into pools/<variant>.parquet.", _rollouts,
+        _variant_and("rollouts"),
+        per_variant=True, accelerator=True,
+        deps=("data/test.parquet", "models/variants/{v}", "aligntrain/rollouts", "aligntrain/problems",
+              "aligntrain/verify.py", "aligntrain/stages/evaluation.py"),
+        params=("study.seed", "rollouts"),
+        outs=("pools/{v}.parquet",),
+    ),
+    Stage(
+        "evaluate", "pass@k and maj@k curves of a variant's pool.", _evaluate, _variant_and("evaluate"),
+        per_variant=True,
+        deps=("data/test.parquet", "pools/{v}.parquet", "aligntrain/evaluation", "aligntrain/estimators.py",
+              "aligntrain/stages/evaluation.py"),
+        params=("evaluate",),
+        outs=("metrics/per_prompt/{v}.parquet",),
+        metrics=("metrics/{v}.json",),
+        plots=("plots/curves/{v}.csv",),
+        artifacts=(("metrics/{v}.json", None), ("plots/curves/{v}.csv", None)),
+    ),
+    Stage(
+        "compare", "All variants side by side, paired against the baseline.", _compare,
+        lambda p, v: {"compare": p.compare.model_dump()},
+        deps=("metrics/per_prompt/{each}.parquet", "aligntrain/evaluation", "aligntrain/estimators.py",
+              "aligntrain/stages/evaluation.py"),
+        params=("compare", "evaluate", "study.run"),
+        uncached_outs=("reports/compare.md", "reports/compare.csv"),
+        metrics=("reports/compare.json",),
+        plots=("reports/scaling.png",),
+        artifacts=(("reports/compare.md", "reports"), ("reports/compare.csv", "reports"),
+                   ("reports/scaling.png", "reports")),
+    ),
+    Stage(
+        "diagnose", "Diagnostics of one variant: diagonal efficiency, QQ tails, greedy confidence.", _diagnose,
+        _variant_and("diagnostics"),
+        per_variant=True,
+        deps=("data/test.parquet", "pools/{v}.parquet", "models/variants/{v}", *_DIAGNOSTICS_CODE),
+        params=("study.seed", "diagnostics.budgets", "diagnostics.tail_fraction", "diagnostics.majority_consensus",
+                "rollouts.max_new_tokens"),
+        outs=("diagnostics/{v}",),
+        metrics=("metrics/diagnostics/{v}.json",),
+        artifacts=(("metrics/diagnostics/{v}.json", None),),
+    ),
+    Stage(
+        "oracle_gradient", "Cosine of each RL rule's group gradient with the oracle gradient of the target strategy.",
+        _oracle_gradient,
+        lambda p, v: {"oracle": p.diagnostics.oracle.model_dump()},
+        deps=("data/test.parquet", "models/variants/${diagnostics.oracle.variant}", *_DIAGNOSTICS_CODE,
+              "aligntrain/advantages", "aligntrain/rollouts"),
+        # The rules compared are those of every RL variant of the catalog, hence all of `variants`.
+        params=("study.seed", "rollouts", "diagnostics.oracle", "variants"),
+        outs=("diagnostics/oracle_gradient",),
+        metrics=("metrics/diagnostics/oracle_gradient.json",),
+        artifacts=(("diagnostics/oracle_gradient/summary.csv", None),),
+    ),
+    Stage(
+        "synthetic", "The synthetic checks with known answers: Tang bandit, TEA Gaussian tail.", _synthetic,
+        lambda p, v: {"synthetic": p.diagnostics.synthetic.model_dump()},
+        deps=("aligntrain/diagnostics/synthetic.py", "aligntrain/advantages", "aligntrain/stages/diagnostics.py"),
+        params=("study.seed", "diagnostics.synthetic"),
+        outs=("diagnostics/synthetic",),
+        metrics=("metrics/diagnostics/synthetic.json",),
+    ),
+    Stage(
+        "report", "reports/index.md: setup, scaling curves, comparisons and diagnostics on one page.", _report,
+        lambda p, v: {"run": p.run_variants},
+        deps=("reports/compare.csv", "pools/{each}.parquet", "diagnostics/{each}", "metrics/diagnostics/{each}.json",
+              "diagnostics/oracle_gradient", "metrics/diagnostics/oracle_gradient.json", "diagnostics/synthetic",
+              "metrics/diagnostics/synthetic.json", "aligntrain/stages/report.py", "aligntrain/diagnostics"),
+        params=("study.run", "compare", "diagnostics"),
+        uncached_outs=("reports/index.md", "reports/figures"),
+        artifacts=(("reports/index.md", "reports"), ("reports/figures", "reports")),
+    ),
+)
+
+STAGE_BY_NAME: dict[str, Stage] = {s.name: s for s in STAGES}
+
+
+def get_stage(name: str) -> Stage:
+    try:
+        return STAGE_BY_NAME[name]
+    except KeyError:
+        raise ValueError(f"unknown stage {name!r}; stages: {', '.join(STAGE_BY_NAME)}") from None
+
+
+# ---------------------------------------------------------------- dvc.yaml
+
+DVC_HEADER = """\
+# Generated by `aligntrain pipeline` from the table of stages in aligntrain/pipeline.py
+# and params.yaml's study.run. Do not edit by hand: change the table (or study.run) and
+# re-run `aligntrain pipeline` (`make study` does). `make test` checks it is current.
+#
+# prepare -> pretrain -> warmup -> train@v -> rollouts@v -> evaluate@v -> compare
+#                                                        -> diagnose@v -> report
+"""
+
+
+def _expand(templates: tuple[str, ...], variants: list[str], foreach: bool) -> list[str]:
+    out: list[str] = []
+    for t in templates:
+        if "{each}" in t:
+            out.extend(t.replace("{each}", v) for v in variants)
+        else:
+            out.append(t.replace("{v}", "${item}") if foreach else t)
+    return out
+
+
+def _uncached(paths: list[str]) -> list[dict]:
+    return [{p: {"cache": False}} for p in paths]
+
+
+def stage_entry(stage: Stage, variants: list[str]) -> dict[str, Any]:
+    """The ``dvc.yaml`` entry of one stage (a ``foreach`` over ``study.run`` when per variant)."""
+    foreach = stage.per_variant
+    cmd = f"aligntrain {stage.command}" + (" --variant ${item}" if foreach else "")
+    if any("{each}" in d for d in stage.deps):
+        cmd += " --variants " + ",".join(variants)  # the stage checks these are study.run (stale dvc.yaml)
+    body: dict[str, Any] = {"cmd": cmd}
+    for key, templates in (("deps", stage.deps), ("params", stage.params), ("outs", stage.outs)):
+        if templates:
+            body[key] = _expand(templates, variants, foreach)
+    if stage.uncached_outs:
+        body.setdefault("outs", []).extend(_uncached(_expand(stage.uncached_outs, variants, foreach)))
+    if stage.metrics:
+        body["metrics"] = _uncached(_expand(stage.metrics, variants, foreach))
+    if stage.plots:
+        body["plots"] = _uncached(_expand(stage.plots, variants, foreach))
+    return {"foreach": "${study.run}", "do": body} if foreach else body
+
+
+def dvc_pipeline(params: Params) -> dict[str, Any]:
+    """The whole ``dvc.yaml`` as data."""
+    variants = params.run_variants
+    return {
+        "stages": {s.name: stage_entry(s, variants) for s in STAGES},
+        # `dvc plots show`: every variant's pass@k curve and compare's overlay with 95% bands.
+        "plots": [
+            {"plots/curves": {"x": "k", "y": "pass_at_k", "x_label": "budget k", "y_label": "score"}},
+            "reports/scaling.png",
+            "reports/figures",
+        ],
+    }
+
+
+def render_dvc_yaml(params: Params) -> str:
+    import yaml
+
+    return DVC_HEADER + yaml.safe_dump(dvc_pipeline(params), sort_keys=False, width=120)
+
+
+def check_variants(params: Params, listed: list[str]) -> None:
+    """A stage that reads every variant's files was generated for ``listed``: it must be ``study.run``."""
+    if listed != params.run_variants:
+        raise ValueError(
+            f"dvc.yaml was generated for study.run={listed} but params.yaml has study.run={params.run_variants}; "
+            "run `aligntrain pipeline` to regenerate dvc.yaml"
+        )

@@ -1,0 +1,230 @@
+"""The study flow: DVC's stage graph, scheduled by Prefect, locally or on agents.
+
+    python flows/study.py                       # local, 2 stages at a time (`make study`)
+    python flows/study.py --concurrency 1       # one stage at a time
+    python flows/study.py --agents --gpu-pool gpu   # on workers of the cpu/gpu pools (`make submit`)
+
+DVC holds the DAG, the parameters and the caching; this flow only decides where
+and when each stage runs. It reads the graph through DVC's Python API, runs
+every stage that DVC reports changed (and everything downstream of it) as a
+Prefect task, at most ``concurrency`` at a time, each started once all of its
+upstream stages are done, each retried ``retries`` times. Each stage runs
+``dvc repro <stage>`` in a workspace of its own (tasks/dvc.py); at the end the
+checkout reproduces the whole pipeline from the run-cache, so it ends with the
+``dvc.lock`` and files a plain ``dvc repro`` gives, and a second run does nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+# Prefect loads this file by path; the Prefect layer's own modules live beside it.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from prefect import flow, get_run_logger  # noqa: E402
+from prefect.futures import as_completed  # noqa: E402
+from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
+
+from aligntrain import tracking  # noqa: E402
+from aligntrain.paths import CHECKPOINT_ROOT_ENV  # noqa: E402
+from aligntrain.pipeline import get_stage  # noqa: E402
+from tasks.agents import run_stage_on_agent  # noqa: E402
+from tasks.dvc import reproduce_from_run_cache, run_stage_in_workspace  # noqa: E402
+from tasks.tracking import close_study_run, open_study_run  # noqa: E402
+
+
+def _restorable(stage) -> bool:
+    """Whether DVC keeps a run-cache entry for the stage.
+
+    DVC skips it for stages with an uncached output other than a metric or a plot
+    (compare's and report's Markdown, kept in git): those cannot travel through the
+    run-cache, so they run in the checkout's final ``dvc repro`` instead.
+    """
+    return all(out.use_cache or out.is_metric or out.is_plot for out in stage.outs)
+
+
+def stage_graph(checkout: Path) -> tuple[list[str], dict[str, set[str]], set[str], set[str]]:
+    """(stages in topological order, upstream stages of each, stages DVC reports changed,
+    stages that cannot be restored from the run-cache)."""
+    import networkx as nx
+    from dvc.repo import Repo
+
+    with Repo(str(checkout)) as repo:
+        graph = repo.index.graph  # edges: stage -> a stage it depends on
+        order = [s.addressing for s in reversed(list(nx.topological_sort(graph)))]
+        upstream = {s.addressing: {d.addressing for d in graph.successors(s)} for s in graph.nodes}
+        unrestorable = {s.addressing for s in graph.nodes if not _restorable(s)}
+        changed = set(repo.status())
+    return order, upstream, changed, unrestorable
+
+
+def downstream_closure(order: list[str], upstream: dict[str, set[str]], seeds: set[str]) -> list[str]:
+    """``seeds`` and every stage downstream of one, in topological order."""
+    selected: set[str] = set()
+    for name in order:  # topological: upstream stages are decided first
+        if name in seeds or upstream[name] & selected:
+            selected.add(name)
+    return [name for name in order if name in selected]
+
+
+def stage_name(address: str) -> str:
+    """``train@ce`` -> ``train`` (the entry of the table of stages)."""
+    return address.split("@", 1)[0]
+
+
+def _git(args: list[str], cwd: Path) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def _dvc_remote_url(checkout: Path) -> str | None:
+    from dvc.repo import Repo
+
+    with Repo(str(checkout)) as repo:
+        name = repo.config["core"].get("remote")
+        return repo.config["remote"][name]["url"] if name else None
+
+
+@flow(name="study", log_prints=True)
+def study_flow(
+    root: str = ".",
+    concurrency: int = 2,
+    agents: bool = False,
+    cpu_pool: str = "cpu",
+    gpu_pool: str | None = None,
+    retries: int = 1,
+    start_deadline_s: float = 600.0,
+    repo_url: str | None = None,
+) -> dict:
+    """Run the study in ``root``. Returns the stages run and where.
+
+    Parameters
+    ----------
+    root: the submitting checkout (its working tree locally; its HEAD commit on agents).
+    concurrency: stages running at the same time.
+    agents: run each stage on a worker of a work pool instead of in this process.
+    cpu_pool / gpu_pool: work pools of the agents; stages that train or sample go to ``gpu_pool``
+        when it is set (the study runs on CUDA), everything else to ``cpu_pool``.
+    retries: times a failed stage is tried again (a killed training stage resumes from its checkpoint).
+    start_deadline_s: agents only; a stage not started by a worker within this time fails.
+    repo_url: agents only; the git URL they clone (default: the checkout's ``origin``).
+    """
+    log = get_run_logger()
+    checkout = Path(root).resolve()
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    order, upstream, changed, unrestorable = stage_graph(checkout)
+    # DVC's status does not look ahead: everything downstream of a changed stage runs too.
+    todo = downstream_closure(order, upstream, changed)
+    in_checkout = set(downstream_closure(order, upstream, unrestorable))
+    dispatched = [name for name in todo if name not in in_checkout]
+    log.info("%d of %d stages to run: %s; in the checkout at the end: %s", len(todo), len(order),
+             ", ".join(dispatched) or "none", ", ".join(n for n in todo if n in in_checkout) or "none")
+
+    study_id = uuid.uuid4().hex[:12]
+    env: dict[str, str] = {"MLFLOW_TRACKING_URI": tracking.tracking_uri(checkout)}
+    if agents:
+        commit, remote_url, repo_url = _agent_settings(checkout, repo_url)
+    else:
+        # Checkpoints in the checkout, not the workspace: a retried stage resumes.
+        env[CHECKPOINT_ROOT_ENV] = os.environ.get(CHECKPOINT_ROOT_ENV, str(checkout / "checkpoints"))
+    parent = os.environ.get(tracking.PARENT_ENV) or (open_study_run(str(checkout)) if todo else None)
+    if parent:
+        env[tracking.PARENT_ENV] = parent
+
+    status = "FAILED"
+    try:
+        def submit(address: str):
+            if not agents:
+                task = run_stage_in_workspace.with_options(retries=retries, retry_delay_seconds=2)
+                return task.submit(address, str(checkout), study_id, env)
+            pool = gpu_pool if gpu_pool and get_stage(stage_name(address)).accelerator else cpu_pool
+            parameters = dict(stage=address, repo_url=repo_url, commit=commit, study_id=study_id,
+                              remote_url=remote_url, env=env)
+            task = run_stage_on_agent.with_options(retries=retries, retry_delay_seconds=2)
+            return task.submit(address, pool, parameters, start_deadline_s)
+
+        failed = _schedule(dispatched, upstream, submit, concurrency, log)
+        if failed:
+            raise RuntimeError(f"stages failed: {', '.join(failed)}")
+        reproduce_from_run_cache(str(checkout), pull=agents, env=env, computed_here=sorted(in_checkout))
+        status = "FINISHED"
+    except KeyboardInterrupt:
+        status = "KILLED"
+        raise
+    finally:
+        if parent and not os.environ.get(tracking.PARENT_ENV):
+            close_study_run(str(checkout), parent, status)
+    return {"stages": todo, "study_id": study_id, "agents": agents}
+
+
+def _schedule(todo: list[str], upstream: dict[str, set[str]], submit, concurrency: int, log) -> list[str]:
+    """Start each stage once its upstream stages are done, at most ``concurrency`` at a time.
+
+    After a failure nothing new starts; the stages already running finish. Returns the failed stages.
+    """
+    waiting = list(todo)  # topological order: earlier stages first among those ready
+    running: dict = {}
+    failed: list[str] = []
+    while (waiting and not failed) or running:
+        pending = set(waiting) | set(running.values())
+        for address in list(waiting):
+            if failed or len(running) >= concurrency:
+                break
+            if not upstream[address] & pending:
+                running[submit(address)] = address
+                waiting.remove(address)
+                pending = set(waiting) | set(running.values())
+        if not running:
+            break
+        future = next(as_completed(list(running)))
+        address = running.pop(future)
+        try:
+            future.result()
+            log.info("stage %s done (%d left)", address, len(waiting) + len(running))
+        except Exception as err:  # noqa: BLE001  (the stage's own error, after its retries)
+            failed.append(address)
+            log.error("stage %s failed: %s", address, err)
+    return failed
+
+
+def _agent_settings(checkout: Path, repo_url: str | None) -> tuple[str, str, str]:
+    """The commit agents run, the DVC remote they share and the git URL they clone."""
+    dirty = _git(["status", "--porcelain", "--untracked-files=no"], checkout)
+    if dirty:
+        raise RuntimeError(f"agents run a commit: commit (and push) these changes first:\n{dirty}")
+    if not tracking.tracking_uri(checkout).startswith(("http://", "https://")):
+        raise RuntimeError("agents log to one MLflow tracking server: set MLFLOW_TRACKING_URI to its URL "
+                           "(`make mlflow-server`), not a local store")
+    remote_url = _dvc_remote_url(checkout)
+    if not remote_url:
+        raise RuntimeError("agents exchange outputs through a DVC remote: set one (`dvc remote add -d study <url>`)")
+    return _git(["rev-parse", "HEAD"], checkout), remote_url, repo_url or _git(["remote", "get-url", "origin"], checkout)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--root", default=".")
+    parser.add_argument("--concurrency", type=int, default=int(os.environ.get("ALIGNTRAIN_CONCURRENCY", 2)))
+    parser.add_argument("--agents", action="store_true")
+    parser.add_argument("--cpu-pool", default="cpu")
+    parser.add_argument("--gpu-pool", default=None)
+    parser.add_argument("--retries", type=int, default=1)
+    parser.add_argument("--start-deadline-s", type=float, default=600.0)
+    parser.add_argument("--repo-url", default=None)
+    args = parser.parse_args(argv)
+    runner = ThreadPoolTaskRunner(max_workers=max(args.concurrency, 1))
+    study_flow.with_options(task_runner=runner)(
+        root=args.root, concurrency=args.concurrency, agents=args.agents, cpu_pool=args.cpu_pool,
+        gpu_pool=args.gpu_pool, retries=args.retries, start_deadline_s=args.start_deadline_s,
+        repo_url=args.repo_url,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""Prefect task that runs one stage on an agent: a run of the ``stage`` deployment of the stage's work pool.
+
+The study flow waits on each run. A stage whose pool has no online worker is
+never left waiting silently: the task logs that no worker is online, and fails
+the stage when the run has not started by ``start_deadline_s``.
+"""
+
+from __future__ import annotations
+
+import time
+
+from prefect import get_client, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+from prefect.deployments import run_deployment
+
+STAGE_FLOW = "stage"
+"""Flow name of flows/stage.py; its deployments are named after their work pool (``stage/gpu``)."""
+
+
+class NoWorker(RuntimeError):
+    """No worker of the stage's pool picked it up before the deadline."""
+
+
+def _online_workers(pool: str) -> int:
+    with get_client(sync_client=True) as client:
+        workers = client.read_workers_for_work_pool(work_pool_name=pool)
+    return sum(1 for w in workers if str(getattr(w, "status", "")).upper().endswith("ONLINE"))
+
+
+def _state(flow_run_id) -> tuple[str, str]:
+    with get_client(sync_client=True) as client:
+        run = client.read_flow_run(flow_run_id)
+    return run.state.type.value if run.state else "PENDING", (run.state.message or "") if run.state else ""
+
+
+def _cancel(flow_run_id) -> None:
+    from prefect.states import Cancelled
+
+    with get_client(sync_client=True) as client:
+        client.set_flow_run_state(flow_run_id, Cancelled(message="no worker started the stage in time"), force=True)
+
+
+@task(name="agent-stage", cache_policy=NO_CACHE)
+def run_stage_on_agent(stage: str, pool: str, parameters: dict, start_deadline_s: float, poll_s: float = 2.0) -> str:
+    """Submit the stage to ``stage/<pool>`` and wait for it; raise when it fails or never starts."""
+    log = get_run_logger()
+    online = _online_workers(pool)
+    if not online:
+        log.warning("stage %s needs work pool %r, which has no online worker; waiting up to %.0f s for one",
+                    stage, pool, start_deadline_s)
+    run = run_deployment(f"{STAGE_FLOW}/{pool}", parameters=parameters, timeout=0, as_subflow=False,
+                         flow_run_name=f"{stage}")
+    log.info("stage %s submitted to pool %r as flow run %s", stage, pool, run.id)
+    started = time.monotonic()
+    while True:
+        state, message = _state(run.id)
+        if state == "COMPLETED":
+            return stage
+        if state in ("FAILED", "CRASHED", "CANCELLED", "CANCELLING"):
+            raise RuntimeError(f"stage {stage} ended {state} on pool {pool!r}: {message}")
+        if state in ("SCHEDULED", "PENDING") and time.monotonic() - started > start_deadline_s:
+            _cancel(run.id)
+            raise NoWorker(
+                f"stage {stage}: no worker of work pool {pool!r} started it within {start_deadline_s:.0f} s "
+                f"({_online_workers(pool)} online); start one with `make worker POOL={pool}`"
+            )
+        time.sleep(poll_s)
+

@@ -1,0 +1,140 @@
+"""Prefect tasks that drive DVC: one stage in a workspace of its own, and the final reproduction.
+
+A stage never runs in the submitting checkout while other stages run: two
+``dvc repro`` in one folder are refused by DVC's repository lock. Each stage
+gets a *workspace* instead, a copy of the study at the submitted state:
+
+- locally, a copy of the checkout's working tree whose DVC cache is the
+  checkout's own (``.dvc/config.local``), so outputs and the run-cache land
+  where the checkout will find them;
+- on an agent, a clone of the study's commit whose cache is the agent's, with
+  inputs pulled from the DVC remote and outputs pushed back to it.
+
+In the workspace, ``dvc repro <stage>`` restores every upstream stage from the
+run-cache ("cached - skipping run") and computes only the stage itself, with
+DVC's own single-stage semantics (deps, params, outs, lock entry, run-cache
+entry). When all stages are done, :func:`reproduce_from_run_cache` runs
+``dvc repro`` in the submitting checkout: every stage is a run-cache hit, so
+DVC restores the outputs, computes nothing, and writes the same ``dvc.lock``
+as a plain local ``dvc repro``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from tasks.workspace import Workspace
+
+
+STAGE_BIN_ENV = "ALIGNTRAIN_STAGE_BIN"
+"""Folder of the ``aligntrain`` executable the stages run (default: whatever PATH finds)."""
+
+
+class StageFailed(RuntimeError):
+    """A DVC command exited non-zero; the message holds the end of its output."""
+
+
+def dvc_bin() -> str:
+    """The ``dvc`` next to this Python (the project's venv), else the one on PATH."""
+    local = Path(sys.executable).with_name("dvc")
+    return str(local) if local.exists() else "dvc"
+
+
+def run_dvc(args: list[str], cwd: Path, env: Mapping[str, str] | None = None, log=None) -> str:
+    """Run ``dvc <args>`` in ``cwd``, streaming its lines to ``log``; raise StageFailed on failure."""
+    proc = subprocess.Popen(
+        [dvc_bin(), *args], cwd=cwd, env=dict(env or os.environ), stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, bufsize=1,
+    )
+    lines: list[str] = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line.rstrip())
+        if log is not None:
+            log.info("%s", line.rstrip())
+    if proc.wait() != 0:
+        tail = "\n".join(lines[-40:])
+        raise StageFailed(f"`dvc {' '.join(args)}` failed in {cwd} (exit {proc.returncode}):\n{tail}")
+    return "\n".join(lines)
+
+
+def recomputed_upstream(output: str, stage: str) -> list[str]:
+    """Stages other than ``stage`` that ``dvc repro`` ran instead of restoring from the run-cache."""
+    ran = []
+    for line in output.splitlines():
+        if line.startswith("Running stage '"):
+            name = line.split("'")[1]
+            if name != stage:
+                ran.append(name)
+    return ran
+
+
+def reproduce_stage(workspace: Workspace, stage: str, env: Mapping[str, str], log) -> None:
+    """``dvc repro <stage>`` in the workspace, pulling from and pushing to the remote when it has one."""
+    pull = ["--pull"] if workspace.remote else []
+    env = dict(env)
+    if env.get(STAGE_BIN_ENV):
+        # The stage commands come from the compute environment (vLLM, CUDA torch), which
+        # cannot hold Prefect; DVC finds `aligntrain` there first.
+        env["PATH"] = f"{env[STAGE_BIN_ENV]}{os.pathsep}{env.get('PATH', '')}"
+    output = run_dvc(["repro", *pull, stage], workspace.path, env, log)
+    for name in recomputed_upstream(output, stage):
+        log.warning("upstream stage %s was not in the run-cache and was recomputed in %s's workspace", name, stage)
+    if workspace.remote:
+        run_dvc(["push", "--run-cache"], workspace.path, env, log)
+
+
+@task(name="dvc-stage", cache_policy=NO_CACHE)
+def run_stage_in_workspace(stage: str, checkout: str, study_id: str, env: dict[str, str]) -> str:
+    """One stage, locally, in a fresh copy of ``checkout`` that shares its DVC cache."""
+    log = get_run_logger()
+    workspace = Workspace.copy_of(Path(checkout), study_id, stage)
+    log.info("stage %s in workspace %s", stage, workspace.path)
+    reproduce_stage(workspace, stage, {**os.environ, **env}, log)
+    shutil.rmtree(workspace.path, ignore_errors=True)
+    return stage
+
+
+@task(name="reproduce-from-run-cache", cache_policy=NO_CACHE)
+def reproduce_from_run_cache(checkout: str, pull: bool, env: dict[str, str], computed_here: list[str]) -> str:
+    """The final ``dvc repro`` in the submitting checkout: every stage restored, none computed
+    but ``computed_here`` (the stages the run-cache cannot hold)."""
+    log = get_run_logger()
+    args = ["repro", "--pull"] if pull else ["repro"]
+    output = run_dvc(args, Path(checkout), {**os.environ, **env}, log)
+    ran = set(recomputed_upstream(output, stage="")) - set(computed_here)
+    if ran:
+        log.warning("the final reproduction computed %s (not in the run-cache)", ", ".join(sorted(ran)))
+    return output
+
+
+def check_remote(url: str) -> None:
+    """Fail before any work, naming the remote, when the DVC remote cannot be reached."""
+    if "://" not in url:
+        if not Path(url).is_dir():
+            raise StageFailed(f"DVC remote {url} is not reachable from this machine (no such directory)")
+        return
+    out = subprocess.run([dvc_bin(), "ls-url", url], capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        raise StageFailed(f"DVC remote {url} is not reachable from this machine: {out.stderr.strip()[-500:]}")
+
+
+@task(name="dvc-stage-on-agent", cache_policy=NO_CACHE)
+def run_stage_in_clone(stage: str, repo_url: str, commit: str, study_id: str, remote_url: str,
+                       env: dict[str, str], workspaces: str, cache_dir: str) -> str:
+    """One stage on an agent: clone the commit, pull inputs, run, push outputs and the run-cache."""
+    log = get_run_logger()
+    check_remote(remote_url)
+    workspace = Workspace.clone_of(repo_url, commit, Path(workspaces), study_id, stage, Path(cache_dir), remote_url)
+    log.info("stage %s of study %s at %s in workspace %s", stage, study_id, commit[:12], workspace.path)
+    reproduce_stage(workspace, stage, {**os.environ, **env}, log)
+    shutil.rmtree(workspace.path, ignore_errors=True)
+    return stage

@@ -1,0 +1,82 @@
+"""Workspaces: where one stage of one study runs, apart from every other stage and study.
+
+The path is ``<root>/<study id>/<stage>``, so two studies submitted at once
+from the same commit never share a folder. A retried stage starts from a fresh
+workspace; what it resumes from is its checkpoint, which lives on shared
+storage (``ALIGNTRAIN_CHECKPOINT_ROOT``), not in the workspace.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+WORKSPACES_ENV = "ALIGNTRAIN_WORKSPACES"
+
+
+def _git(args: list[str], cwd: Path) -> str:
+    out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(f"`git {' '.join(args)}` failed in {cwd}: {out.stderr.strip()[-2000:]}")
+    return out.stdout
+
+
+def _fresh(path: Path) -> Path:
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    return path
+
+
+def _use_cache(path: Path, cache_dir: Path, remote_url: str | None) -> None:
+    """Point the workspace's DVC at a shared cache (and the study's remote), in its local config."""
+    lines = ["[cache]", f"    dir = {cache_dir.resolve()}"]
+    if remote_url:
+        lines += ["['remote \"study\"']", f"    url = {remote_url}", "[core]", "    remote = study"]
+    (path / ".dvc" / "config.local").write_text("\n".join(lines) + "\n")
+
+
+@dataclass(frozen=True)
+class Workspace:
+    path: Path
+    remote: str | None = None
+    """URL of the DVC remote the workspace pulls from and pushes to (None: the cache is shared directly)."""
+
+    @staticmethod
+    def folder(root: Path, study_id: str, stage: str) -> Path:
+        return root / study_id / stage.replace("@", "_at_")
+
+    @classmethod
+    def copy_of(cls, checkout: Path, study_id: str, stage: str) -> Workspace:
+        """The checkout's working tree as it is (tracked and untracked, not ignored files), sharing its cache."""
+        checkout = checkout.resolve()
+        path = _fresh(cls.folder(checkout / "build" / "workspaces", study_id, stage))
+        files = _git(["ls-files", "-co", "--exclude-standard", "-z"], checkout).split("\0")
+        for name in files:
+            source = checkout / name
+            if name and source.is_file():  # listed but deleted files are not part of the working tree
+                (path / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, path / name)
+        _commit_snapshot(path)
+        _use_cache(path, checkout / ".dvc" / "cache", None)
+        return cls(path)
+
+    @classmethod
+    def clone_of(cls, repo_url: str, commit: str, root: Path, study_id: str, stage: str, cache_dir: Path,
+                 remote_url: str) -> Workspace:
+        """A clone of the study's commit on an agent, with the agent's cache and the study's remote."""
+        path = _fresh(cls.folder(root, study_id, stage))
+        _git(["clone", "--quiet", "--no-checkout", repo_url, str(path)], root)
+        _git(["checkout", "--quiet", "--detach", commit], path)
+        _use_cache(path, cache_dir, remote_url)
+        return cls(path, remote=remote_url)
+
+
+def _commit_snapshot(path: Path) -> None:
+    """DVC wants a git repository; the copy gets one commit of its own."""
+    _git(["init", "--quiet"], path)
+    _git(["add", "-A"], path)
+    _git(["-c", "user.name=aligntrain", "-c", "user.email=aligntrain@localhost", "commit", "--quiet",
+          "--no-verify", "-m", "workspace snapshot"], path)

@@ -1,0 +1,240 @@
+"""The smoke study on agents, for real on loopback: a Prefect server, cpu and gpu process work
+pools with one worker each in a clone of its own (two "machines"), a local DVC remote, an MLflow
+tracking server, and a submitting clone that runs the study flow with ``--agents``.
+
+Checks: stages ran on both workers; the submitting clone ends clean (``dvc status``) with metrics
+byte-identical to a plain ``dvc repro`` of the same study; MLflow holds one FINISHED parent with
+every stage's child run; a stage whose pool has no worker fails at its deadline, saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+pytestmark = pytest.mark.slow
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_http(url: str, proc: subprocess.Popen, log: Path, timeout_s: float = 180) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"{proc.args[:3]} exited {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as reply:
+                if reply.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise AssertionError(f"{url} not up after {timeout_s} s:\n{log.read_text()[-3000:]}")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "ALIGNTRAIN_", "PREFECT_"))}
+    env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"
+    return {**env, **extra}
+
+
+def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: int = 900) -> subprocess.CompletedProcess:
+    out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    if out.returncode != 0:
+        raise AssertionError(f"{cmd} failed ({out.returncode}):\n{out.stdout[-4000:]}\n{out.stderr[-6000:]}")
+    return out
+
+
+class Services:
+    """Background processes of the test, stopped (whole process groups) at the end."""
+
+    def __init__(self, scratch: Path):
+        self.scratch = scratch
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self, name: str, cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[subprocess.Popen, Path]:
+        log = self.scratch / f"{name}.log"
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        self.procs.append(proc)
+        return proc, log
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _study_repository(scratch: Path, env: dict[str, str]) -> tuple[Path, Path]:
+    """A bare ``origin`` holding the smoke study with a DVC remote configured, and that remote."""
+    src = scratch / "src"
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout.split("\0")
+    for name in filter(None, files):
+        if (ROOT / name).is_file():
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, src / name)
+    shutil.copy(ROOT / "profiles" / "smoke.yaml", src / "params.yaml")
+    for path in ("dvc.lock", "metrics", "plots", "reports"):
+        shutil.rmtree(src / path, ignore_errors=True) if (src / path).is_dir() else (src / path).unlink(missing_ok=True)
+    remote = scratch / "dvc-remote"
+    remote.mkdir()
+    _run(["aligntrain", "pipeline"], src, env)
+    _run(["git", "init", "-q", "-b", "main"], src, env)
+    _run(["dvc", "remote", "add", "-d", "study", str(remote)], src, env)
+    _run(["git", "add", "-A"], src, env)
+    _run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-qm", "smoke study"], src, env)
+    origin = scratch / "origin.git"
+    _run(["git", "clone", "-q", "--bare", str(src), str(origin)], scratch, env)
+    return origin, remote
+
+
+@pytest.fixture(scope="module")
+def agents(tmp_path_factory):
+    scratch = tmp_path_factory.mktemp("agents")
+    services = Services(scratch)
+    base = _env(PREFECT_HOME=str(scratch / "prefect-home"), PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    try:
+        prefect_port, mlflow_port = _port(), _port()
+        prefect_url, mlflow_url = f"http://127.0.0.1:{prefect_port}/api", f"http://127.0.0.1:{mlflow_port}"
+        proc, log = services.start("prefect-server", ["prefect", "server", "start", "--host", "127.0.0.1",
+                                                      "--port", str(prefect_port)], scratch, base)
+        _wait_http(f"{prefect_url}/health", proc, log)
+        proc, log = services.start("mlflow-server", [
+            "mlflow", "server", "--host", "127.0.0.1", "--port", str(mlflow_port),
+            "--backend-store-uri", f"sqlite:///{scratch / 'mlflow.db'}",
+            "--artifacts-destination", str(scratch / "mlflow-artifacts"),
+        ], scratch, base)
+        _wait_http(f"{mlflow_url}/health", proc, log)
+        env = {**base, "PREFECT_API_URL": prefect_url, "MLFLOW_TRACKING_URI": mlflow_url}
+
+        origin, remote = _study_repository(scratch, env)
+        clones = {}
+        for name in ("submitter", "machine-cpu", "machine-gpu"):
+            clones[name] = scratch / name
+            _run(["git", "clone", "-q", str(origin), str(clones[name])], scratch, env)
+        for pool in ("cpu", "gpu"):
+            _run(["prefect", "work-pool", "create", pool, "--type", "process", "--overwrite"], scratch, env)
+        _run(["prefect", "--no-prompt", "deploy", "--all"], clones["submitter"], env)
+        workers = {}
+        for pool in ("cpu", "gpu"):
+            checkout = clones[f"machine-{pool}"]
+            workers[pool] = services.start(
+                f"worker-{pool}", ["prefect", "worker", "start", "--pool", pool, "--limit", "1"], checkout,
+                {**env, "ALIGNTRAIN_CHECKOUT": str(checkout)},
+            )
+        start = time.monotonic()
+        out = _run([sys.executable, "flows/study.py", "--agents", "--gpu-pool", "gpu", "--concurrency", "2",
+                    "--start-deadline-s", "300"], clones["submitter"], env, timeout=1500)
+        yield {"scratch": scratch, "clones": clones, "remote": remote, "env": env, "mlflow": mlflow_url,
+               "output": out.stdout + out.stderr, "seconds": time.monotonic() - start, "workers": workers}
+    finally:
+        services.stop()
+
+
+@pytest.fixture(scope="module")
+def plain(plain_smoke_study) -> Path:
+    """The same study by `dvc repro` alone: the reference."""
+    return plain_smoke_study
+
+
+def _stage_logs(agents, pool: str) -> str:
+    return (agents["scratch"] / f"worker-{pool}.log").read_text()
+
+
+def test_stages_ran_on_both_workers(agents):
+    cpu, gpu = _stage_logs(agents, "cpu"), _stage_logs(agents, "gpu")
+    assert "Running stage 'train@ce'" in gpu and "Running stage 'pretrain'" in gpu
+    assert "Running stage 'evaluate@ce'" in cpu and "Running stage 'synthetic'" in cpu
+    assert "Running stage 'train@ce'" not in cpu and "Running stage 'evaluate@ce'" not in gpu
+
+
+def test_the_submitting_clone_ends_clean_and_identical_to_a_plain_repro(agents, plain):
+    submitter = agents["clones"]["submitter"]
+    status = _run(["dvc", "status", "--json"], submitter, agents["env"])
+    assert json.loads(status.stdout or "{}") == {}
+    variants = yaml.safe_load((submitter / "params.yaml").read_text())["study"]["run"]
+    files = [f"metrics/{v}.json" for v in variants] + [f"plots/curves/{v}.csv" for v in variants]
+    files += [f"metrics/diagnostics/{v}.json" for v in variants]
+    files += ["metrics/diagnostics/oracle_gradient.json", "metrics/diagnostics/synthetic.json",
+              "reports/compare.json", "reports/compare.csv"]
+    for name in files:
+        assert (submitter / name).read_bytes() == (plain / name).read_bytes(), name
+    lock, reference = (yaml.safe_load((d / "dvc.lock").read_text())["stages"] for d in (submitter, plain))
+    assert lock == reference, "the same dvc.lock as a plain dvc repro"
+
+
+def test_outputs_travelled_through_the_remote(agents):
+    """The gpu machine's models reached the cpu machine only through the DVC remote (separate caches)."""
+    cpu_cache = agents["clones"]["machine-cpu"] / ".dvc" / "cache"
+    gpu_cache = agents["clones"]["machine-gpu"] / ".dvc" / "cache"
+    assert (agents["remote"] / "files").is_dir() and (agents["remote"] / "runs").is_dir()
+    assert cpu_cache.is_dir() and gpu_cache.is_dir() and not cpu_cache.samefile(gpu_cache)
+    assert not list((agents["clones"]["machine-gpu"] / "build" / "workspaces").glob("*/*")), "workspaces removed"
+
+
+def test_mlflow_holds_one_finished_parent_with_every_stage(agents):
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=agents["mlflow"])
+    experiment = client.get_experiment_by_name("aligntrain-smoke")
+    runs = client.search_runs([experiment.experiment_id], max_results=500)
+    parents = [r for r in runs if r.data.tags.get("aligntrain.role") == "study"]
+    children = [r for r in runs if r.data.tags.get("aligntrain.role") == "stage"]
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    variants = yaml.safe_load((agents["clones"]["submitter"] / "params.yaml").read_text())["study"]["run"]
+    expected = {"prepare", "pretrain", "warmup", "compare", "oracle_gradient", "synthetic", "report"} | {
+        f"{stage}@{v}" for stage in ("train", "rollouts", "evaluate", "diagnose") for v in variants
+    }
+    assert sorted(r.info.run_name for r in children) == sorted(expected)
+    assert {r.data.tags["mlflow.parentRunId"] for r in children} == {parents[0].info.run_id}
+    assert all(r.info.status == "FINISHED" for r in children)
+
+
+def test_a_stage_whose_pool_has_no_worker_fails_at_its_deadline(agents):
+    """No worker on pool `nobody`: the flow says so in its log and fails after the deadline, never hangs."""
+    submitter = agents["clones"]["submitter"]
+    env = agents["env"]
+    _run(["prefect", "work-pool", "create", "nobody", "--type", "process", "--overwrite"], submitter, env)
+    params = submitter / "params.yaml"
+    raw = yaml.safe_load(params.read_text())
+    raw["study"]["seed"] += 1
+    params.write_text(yaml.safe_dump(raw, sort_keys=False))
+    _run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-qam", "another seed"],
+         submitter, env)
+    _run(["git", "push", "-q", "origin", "HEAD:main"], submitter, env)
+    # A deployment of the stage runner on the worker-less pool.
+    text = (submitter / "prefect.yaml").read_text().replace("name: gpu\n", "name: nobody\n")
+    (submitter / "prefect-nobody.yaml").write_text(text)
+    _run(["prefect", "--no-prompt", "deploy", "--prefect-file", "prefect-nobody.yaml", "--name", "nobody"],
+         submitter, env)
+    start = time.monotonic()
+    out = subprocess.run([sys.executable, "flows/study.py", "--agents", "--cpu-pool", "nobody",
+                          "--start-deadline-s", "20"], cwd=submitter, env=env, capture_output=True, text=True,
+                         timeout=600)
+    log = out.stdout + out.stderr
+    assert out.returncode != 0
+    assert "no online worker" in log and "within 20 s" in log and "make worker POOL=nobody" in log
+    assert time.monotonic() - start < 300

@@ -1,0 +1,153 @@
+"""The table of stages, the stage commands (no Prefect), and the dvc.yaml rendered from them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import mlflow
+import pandas as pd
+import pytest
+import yaml
+
+from aligntrain import pipeline, tracking
+from aligntrain.config import load_params
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _cli(args: list[str], cwd: Path = ROOT, env: dict | None = None, block_prefect: bool = False, timeout=300):
+    """``aligntrain <args>`` in a fresh interpreter; with ``block_prefect`` Prefect cannot be imported."""
+    prelude = "import sys; sys.modules['prefect'] = None; " if block_prefect else ""
+    code = prelude + "from aligntrain.cli import app; app()"
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "ALIGNTRAIN_", "PREFECT_"))}
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=cwd, env={**base, **(env or {})},
+        capture_output=True, text=True, timeout=timeout,
+    )
+
+
+def test_dvc_yaml_is_rendered_from_the_table():
+    """The committed dvc.yaml is what `aligntrain pipeline` writes for params.yaml (else: re-run it)."""
+    expected = pipeline.render_dvc_yaml(load_params(ROOT / "params.yaml"))
+    assert (ROOT / "dvc.yaml").read_text() == expected, "dvc.yaml is stale: run `aligntrain pipeline`"
+
+
+def test_every_stage_of_dvc_yaml_is_in_the_table_and_back():
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    assert list(stages) == [s.name for s in pipeline.STAGES]
+    for stage in pipeline.STAGES:
+        body = stages[stage.name]["do"] if stage.per_variant else stages[stage.name]
+        assert body["cmd"].startswith(f"aligntrain {stage.command}")
+
+
+def test_aggregating_stages_depend_on_each_file_not_on_folders():
+    """compare and report read the study's variants file by file: a pool left by another experiment is no input."""
+    params = load_params(ROOT / "params.yaml")
+    stages = pipeline.dvc_pipeline(params)["stages"]
+    for name in ("compare", "report"):
+        deps = stages[name]["deps"]
+        assert "pools" not in deps and "metrics/per_prompt" not in deps and "diagnostics" not in deps
+    assert [d for d in stages["compare"]["deps"] if d.startswith("metrics/per_prompt/")] == [
+        f"metrics/per_prompt/{v}.parquet" for v in params.run_variants
+    ]
+    assert f"pools/{params.run_variants[-1]}.parquet" in stages["report"]["deps"]
+
+
+def test_every_stage_has_a_command_and_help():
+    out = _cli(["--help"])
+    assert out.returncode == 0
+    for stage in pipeline.STAGES:
+        assert stage.command in out.stdout
+
+
+def test_a_stage_command_runs_where_prefect_cannot_be_imported(tmp_path):
+    """The GPU environment cannot hold Prefect (vLLM's fastapi bound): stages must not need it."""
+    shutil.copy(ROOT / "profiles" / "smoke.yaml", tmp_path / "params.yaml")
+    out = _cli(["prepare", "--root", str(tmp_path)], env={"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'm.db'}"},
+               block_prefect=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert (tmp_path / "data" / "test.parquet").is_file()
+    probe = _cli(["stages"], block_prefect=True)
+    assert probe.returncode == 0 and "prepare" in probe.stdout
+
+
+def test_prepare_writes_splits_and_logs_a_child_run(tmp_path, monkeypatch):
+    from aligntrain.cli import run_stage
+
+    shutil.copy(ROOT / "profiles" / "smoke.yaml", tmp_path / "params.yaml")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.delenv(tracking.PARENT_ENV, raising=False)
+    counts = run_stage(pipeline.get_stage("prepare"), "params.yaml", str(tmp_path), None, "")
+    assert counts["train_rows"] == 256 and counts["test_rows"] == 16
+    test = pd.read_parquet(tmp_path / "data" / "test.parquet")
+    train = pd.read_parquet(tmp_path / "data" / "train.parquet")
+    assert len(test) == 16 and not set(test.prompt) & set(train.prompt)
+    (run,) = mlflow.search_runs(experiment_names=["aligntrain-smoke"],
+                                filter_string="tags.`aligntrain.stage` = 'prepare'", output_format="list")
+    assert run.data.metrics["train_rows"] == 256
+    experiment = mlflow.get_experiment_by_name("aligntrain-smoke")
+    assert experiment.tags[tracking.EXPERIMENT_KIND_TAG] == "custom_model_development", "opens in the training view"
+
+
+def test_malformed_row_stops_prepare_with_its_id(tmp_path, monkeypatch):
+    """A local parquet data set (the hub path) with a broken row: the stage names it and writes nothing."""
+    from aligntrain.cli import run_stage
+    from aligntrain.problems import get_problem
+
+    rows = get_problem("arith").generate_splits({"train": 8, "validation": 4, "test": 4}, levels=[1], seed=1)
+    files = {}
+    for split, split_rows in rows.items():
+        frame = pd.DataFrame(split_rows)
+        if split == "train":
+            frame.loc[3, "answer"] = "not a number"
+        files[split] = str(tmp_path / f"{split}.parquet")
+        frame.to_parquet(files[split])
+    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
+    raw["problem"]["data_files"] = files
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    with pytest.raises(ValueError, match=rows["train"][3]["id"]):
+        run_stage(pipeline.get_stage("prepare"), "params.yaml", str(tmp_path), None, "")
+    assert not (tmp_path / "data").exists()
+
+
+def test_a_stale_dvc_yaml_is_named(tmp_path):
+    """dvc.yaml generated for other variants than study.run: compare stops before work, saying how to fix it."""
+    shutil.copy(ROOT / "profiles" / "smoke.yaml", tmp_path / "params.yaml")
+    out = _cli(["compare", "--root", str(tmp_path), "--variants", "warmup,ce"],
+               env={"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'm.db'}"})
+    assert out.returncode == 2
+    assert "run `aligntrain pipeline`" in out.stderr and "study.run" in out.stderr
+    assert not (tmp_path / "m.db").exists()
+
+
+def test_an_unreachable_tracking_server_fails_the_stage_at_once(tmp_path):
+    """Not after minutes of MLflow's retries: in seconds, naming the URI, before any work."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once the block ends: nothing listens there
+    shutil.copy(ROOT / "profiles" / "smoke.yaml", tmp_path / "params.yaml")
+    uri = f"http://127.0.0.1:{port}"
+    start = time.monotonic()
+    out = _cli(["prepare", "--root", str(tmp_path)], env={"MLFLOW_TRACKING_URI": uri})
+    assert out.returncode == 2 and uri in out.stderr and "not reachable" in out.stderr
+    assert time.monotonic() - start < 30
+    assert not (tmp_path / "data").exists()
+
+
+def test_the_parent_run_ends_with_the_studys_status(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    run_id = tracking.start_study_run("s", "exp", tmp_path)
+    assert mlflow.get_run(run_id).info.status == "RUNNING"
+    out = _cli(["end-study-run", run_id, "--status", "FAILED"], env={"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"})
+    assert out.returncode == 0, out.stderr
+    assert mlflow.get_run(run_id).info.status == "FAILED"
+    with pytest.raises(ValueError, match="status"):
+        tracking.end_study_run(run_id, "DONE", tmp_path)

@@ -1,0 +1,88 @@
+"""The study flow's scheduling, with real Prefect tasks under Prefect's test harness (a temporary API)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from prefect import flow, task
+from prefect.task_runners import ThreadPoolTaskRunner
+from prefect.testing.utilities import prefect_test_harness
+
+from flows.study import _schedule, downstream_closure, stage_name
+
+# A diamond with a tail: a -> (b, c) -> d, and e alone.
+ORDER = ["a", "b", "c", "e", "d"]
+UPSTREAM = {"a": set(), "b": {"a"}, "c": {"a"}, "d": {"b", "c"}, "e": set()}
+
+
+def test_downstream_closure_takes_everything_below_a_change():
+    assert downstream_closure(ORDER, UPSTREAM, {"b"}) == ["b", "d"]
+    assert downstream_closure(ORDER, UPSTREAM, {"a"}) == ["a", "b", "c", "d"]
+    assert downstream_closure(ORDER, UPSTREAM, set()) == []
+    assert stage_name("train@ce") == "train" and stage_name("compare") == "compare"
+
+
+@pytest.fixture(scope="module")
+def prefect_api():
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+class Recorder:
+    def __init__(self, fail: set[str] = frozenset()):
+        self.lock = threading.Lock()
+        self.events: list[tuple[str, str]] = []
+        self.running = 0
+        self.peak = 0
+        self.fail = fail
+
+    def stage(self, name: str) -> str:
+        with self.lock:
+            self.events.append(("start", name))
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+        time.sleep(0.4)
+        with self.lock:
+            self.running -= 1
+            self.events.append(("end", name))
+        if name in self.fail:
+            raise RuntimeError(f"{name} broke")
+        return name
+
+
+def _run_schedule(recorder: Recorder, todo: list[str], concurrency: int) -> list[str]:
+    stage_task = task(recorder.stage, name="fake-stage")
+
+    @flow(task_runner=ThreadPoolTaskRunner(max_workers=4))
+    def schedule_flow() -> list[str]:
+        import logging
+
+        return _schedule(todo, UPSTREAM, lambda name: stage_task.submit(name), concurrency, logging.getLogger("t"))
+
+    return schedule_flow()
+
+
+def test_stages_start_after_their_upstream_and_never_above_the_limit(prefect_api):
+    recorder = Recorder()
+    assert _run_schedule(recorder, ORDER, concurrency=2) == []
+    ends = {name: i for i, (kind, name) in enumerate(recorder.events) if kind == "end"}
+    starts = {name: i for i, (kind, name) in enumerate(recorder.events) if kind == "start"}
+    for name, ups in UPSTREAM.items():
+        assert all(ends[u] < starts[name] for u in ups), name
+    assert recorder.peak == 2, "independent stages (b, c, e) ran two at a time"
+
+
+def test_one_at_a_time_is_sequential(prefect_api):
+    recorder = Recorder()
+    _run_schedule(recorder, ORDER, concurrency=1)
+    assert recorder.peak == 1
+
+
+def test_after_a_failure_nothing_new_starts_and_the_failure_is_named(prefect_api):
+    recorder = Recorder(fail={"b"})
+    failed = _run_schedule(recorder, ORDER, concurrency=1)
+    assert failed == ["b"]
+    started = [name for kind, name in recorder.events if kind == "start"]
+    assert started == ["a", "b"] and "d" not in started
