@@ -53,15 +53,15 @@ mlflow-server: venv           ## an MLflow tracking server (export MLFLOW_TRACKI
 	mlflow server --host $(HOST) --port $(MLFLOW_PORT) --backend-store-uri sqlite:///$(CURDIR)/build/mlflow/mlflow.db \
 	    --artifacts-destination $(CURDIR)/build/mlflow/artifacts
 
-pools: venv                   ## the cpu and gpu process work pools
-	prefect work-pool create cpu --type process --overwrite
-	prefect work-pool create gpu --type process --overwrite
+pools: venv                   ## the cpu and gpu process work pools, and the automation that crashes lost stages
+	python flows/agents_setup.py --pool cpu --pool gpu
 
 deploy: venv                  ## the deployments of prefect.yaml (study/default, stage/cpu, stage/gpu)
 	prefect --no-prompt deploy --all
 
 worker: venv                  ## a worker of POOL in this checkout; one stage at a time, on GPU number GPU
 	ALIGNTRAIN_CHECKOUT=$(CURDIR) ALIGNTRAIN_STAGE_BIN=$(STAGE_BIN) CUDA_VISIBLE_DEVICES=$(GPU) \
+	    PREFECT_FLOWS_HEARTBEAT_FREQUENCY=30 \
 	    prefect worker start --pool $(POOL) --limit 1
 
 submit: venv                  ## the committed study on the agents; ends with `dvc repro --pull` here

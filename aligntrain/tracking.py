@@ -76,7 +76,16 @@ def end_study_run(run_id: str, status: str = "FINISHED", root: Path = Path("."))
     if status not in ("FINISHED", "FAILED", "KILLED"):
         raise ValueError(f"status must be FINISHED, FAILED or KILLED, got {status!r}")
     mlflow.set_tracking_uri(tracking_uri(root))
-    mlflow.MlflowClient().set_terminated(run_id, status=status)
+    client = mlflow.MlflowClient()
+    parent = client.get_run(run_id)
+    # A stage whose machine was lost never closed its child run; the study ending closes it.
+    orphans = client.search_runs(
+        [parent.info.experiment_id],
+        filter_string=f"tags.`mlflow.parentRunId` = '{run_id}' and attributes.status = 'RUNNING'",
+    )
+    for orphan in orphans:
+        client.set_terminated(orphan.info.run_id, status="KILLED")
+    client.set_terminated(run_id, status=status)
 
 
 def git_commit(root: Path = Path(".")) -> str:

@@ -111,6 +111,29 @@ def _study_repository(scratch: Path, env: dict[str, str]) -> tuple[Path, Path]:
     return origin, remote
 
 
+HEARTBEAT_TIMEOUT_S = 45  # flow runs send one every 30 s (Prefect's minimum)
+
+
+def start_worker(services: Services, pool: str, checkout: Path, env: dict[str, str], name: str | None = None):
+    """`make worker POOL=<pool>` in ``checkout``: one stage at a time, heartbeats every 30 s."""
+    return services.start(
+        name or f"worker-{pool}", ["prefect", "worker", "start", "--pool", pool, "--limit", "1"], checkout,
+        {**env, "ALIGNTRAIN_CHECKOUT": str(checkout), "PREFECT_FLOWS_HEARTBEAT_FREQUENCY": "30"},
+    )
+
+
+def _kill_tree(pid: int) -> None:
+    """The machine dies: the worker, its flow run, DVC and the stage command, all at once."""
+    import psutil
+
+    root = psutil.Process(pid)
+    for proc in [*root.children(recursive=True), root]:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
 @pytest.fixture(scope="module")
 def agents(tmp_path_factory):
     scratch = tmp_path_factory.mktemp("agents")
@@ -135,21 +158,17 @@ def agents(tmp_path_factory):
         for name in ("submitter", "machine-cpu", "machine-gpu"):
             clones[name] = scratch / name
             _run(["git", "clone", "-q", str(origin), str(clones[name])], scratch, env)
-        for pool in ("cpu", "gpu"):
-            _run(["prefect", "work-pool", "create", pool, "--type", "process", "--overwrite"], scratch, env)
+        # The pools, and the automation that crashes a flow run whose heartbeats stop (a lost worker).
+        _run([sys.executable, "flows/agents_setup.py", "--heartbeat-timeout-s", str(HEARTBEAT_TIMEOUT_S)],
+             clones["submitter"], env)
         _run(["prefect", "--no-prompt", "deploy", "--all"], clones["submitter"], env)
-        workers = {}
-        for pool in ("cpu", "gpu"):
-            checkout = clones[f"machine-{pool}"]
-            workers[pool] = services.start(
-                f"worker-{pool}", ["prefect", "worker", "start", "--pool", pool, "--limit", "1"], checkout,
-                {**env, "ALIGNTRAIN_CHECKOUT": str(checkout)},
-            )
+        workers = {pool: start_worker(services, pool, clones[f"machine-{pool}"], env) for pool in ("cpu", "gpu")}
         start = time.monotonic()
         out = _run([sys.executable, "flows/study.py", "--agents", "--gpu-pool", "gpu", "--concurrency", "2",
                     "--start-deadline-s", "300"], clones["submitter"], env, timeout=1500)
         yield {"scratch": scratch, "clones": clones, "remote": remote, "env": env, "mlflow": mlflow_url,
-               "output": out.stdout + out.stderr, "seconds": time.monotonic() - start, "workers": workers}
+               "output": out.stdout + out.stderr, "seconds": time.monotonic() - start, "workers": workers,
+               "services": services}
     finally:
         services.stop()
 
@@ -238,3 +257,60 @@ def test_a_stage_whose_pool_has_no_worker_fails_at_its_deadline(agents):
     assert out.returncode != 0
     assert "no online worker" in log and "within 20 s" in log and "make worker POOL=nobody" in log
     assert time.monotonic() - start < 300
+
+
+def test_a_lost_worker_is_retried_and_the_stage_resumes_from_its_checkpoint(agents):
+    """Kill the gpu machine during train@ce: Prefect marks the run crashed (no heartbeat), the study flow
+    retries the stage on the restarted worker, training resumes at its checkpoint, the study completes,
+    and everything on the remote is whole."""
+    import hashlib
+
+    import mlflow
+
+    submitter, env, services = agents["clones"]["submitter"], agents["env"], agents["services"]
+    raw = yaml.safe_load((submitter / "params.yaml").read_text())
+    raw["study"]["run"] = ["ce"]
+    raw["train"].update(steps=400, checkpoint_every=4)  # long enough to be caught between checkpoints
+    (submitter / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    _run(["aligntrain", "pipeline"], submitter, env)
+    _run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-qam", "longer training"],
+         submitter, env)
+    _run(["git", "push", "-q", "origin", "HEAD:main"], submitter, env)
+    study = subprocess.Popen(
+        [sys.executable, "flows/study.py", "--agents", "--gpu-pool", "gpu", "--concurrency", "2", "--retries", "1"],
+        cwd=submitter, env=env, stdout=open(agents["scratch"] / "study-killed.log", "w"), stderr=subprocess.STDOUT,
+    )
+    try:
+        gpu = agents["clones"]["machine-gpu"]
+        deadline = time.monotonic() + 600
+        while not list((gpu / "checkpoints").glob("train-ce-*/checkpoint-*/trainer_state.json")):
+            assert study.poll() is None and time.monotonic() < deadline, "train@ce never wrote a checkpoint"
+            time.sleep(0.2)
+        _kill_tree(agents["workers"]["gpu"][0].pid)
+        start_worker(services, "gpu", gpu, env, name="worker-gpu-restarted")
+        assert study.wait(timeout=1200) == 0, (agents["scratch"] / "study-killed.log").read_text()[-5000:]
+    finally:
+        if study.poll() is None:
+            study.kill()
+    log = (agents["scratch"] / "study-killed.log").read_text()
+    assert "CRASHED" in log and "train@ce" in log
+    restarted = (agents["scratch"] / "worker-gpu-restarted.log").read_text()
+    assert "Running stage 'train@ce'" in restarted
+
+    client = mlflow.MlflowClient(tracking_uri=agents["mlflow"])
+    experiment = client.get_experiment_by_name("aligntrain-smoke")
+    parent = client.search_runs([experiment.experiment_id], "tags.`aligntrain.role` = 'study'",
+                                order_by=["attributes.start_time DESC"], max_results=1)[0]
+    assert parent.info.status == "FINISHED"
+    trains = client.search_runs([experiment.experiment_id],
+                                f"tags.`mlflow.parentRunId` = '{parent.info.run_id}' and tags.`aligntrain.stage` = 'train'")
+    finished = [r for r in trains if r.info.status == "FINISHED"]
+    assert len(finished) == 1 and finished[0].data.metrics["resumed_from_step"] >= 4
+    assert {r.info.status for r in trains} == {"FINISHED", "KILLED"}, "the lost run is closed with the study"
+
+    status = _run(["dvc", "status", "--json"], submitter, env)
+    assert json.loads(status.stdout or "{}") == {}
+    for obj in (agents["remote"] / "files" / "md5").rglob("*"):
+        if obj.is_file():  # content-addressed: a half-written object would not match its name
+            name = obj.parent.name + obj.name.removesuffix(".dir")
+            assert hashlib.md5(obj.read_bytes()).hexdigest() == name, obj

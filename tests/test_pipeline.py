@@ -146,8 +146,11 @@ def test_the_parent_run_ends_with_the_studys_status(tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     run_id = tracking.start_study_run("s", "exp", tmp_path)
     assert mlflow.get_run(run_id).info.status == "RUNNING"
+    client = mlflow.MlflowClient()
+    lost = client.create_run(mlflow.get_run(run_id).info.experiment_id, tags={"mlflow.parentRunId": run_id})
     out = _cli(["end-study-run", run_id, "--status", "FAILED"], env={"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"})
     assert out.returncode == 0, out.stderr
     assert mlflow.get_run(run_id).info.status == "FAILED"
+    assert mlflow.get_run(lost.info.run_id).info.status == "KILLED", "a child left running by a lost stage is closed"
     with pytest.raises(ValueError, match="status"):
         tracking.end_study_run(run_id, "DONE", tmp_path)

@@ -280,3 +280,60 @@ def test_step_seed_differs_per_process_and_rank_zero_is_the_single_process_seed(
     assert step_seed(0, 5, rank=0) == step_seed(0, 5)
     seeds = {step_seed(0, 5, rank=r) for r in range(4)} | {step_seed(0, 6), step_seed(1, 5)}
     assert len(seeds) == 6
+
+
+def test_a_corrupt_checkpoint_is_skipped_for_the_newest_valid_one(tiny_model, arith_rows, tmp_path, caplog):
+    """A crash during a checkpoint write truncates it: the re-run resumes from the one before, naming the skipped."""
+    model, tokenizer = tiny_model
+    rows, optim = arith_rows["train"], _optim(6)
+    reference = copy.deepcopy(model)
+    train_sft(reference, tokenizer, rows, optim, tmp_path / "ref", objective=PassAtN(n=4), max_length=128, seed=0)
+    with pytest.raises(KeyboardInterrupt):
+        train_sft(copy.deepcopy(model), tokenizer, rows, optim, tmp_path / "run", objective=PassAtN(n=4),
+                  max_length=128, seed=0, callbacks=[_Crash(at_step=5)])
+    weights = tmp_path / "run" / "checkpoint-4" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    resumed = copy.deepcopy(model)
+    with caplog.at_level("WARNING"):
+        metrics = train_sft(resumed, tokenizer, rows, optim, tmp_path / "run", objective=PassAtN(n=4),
+                            max_length=128, seed=0)
+    assert metrics["resumed_from_step"] == 2
+    assert "checkpoint-4" in caplog.text and "truncated" in caplog.text
+    for a, b in zip(reference.parameters(), resumed.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_a_failed_save_keeps_the_checkpoints_and_the_rerun_does_not_train_again(tiny_model, arith_rows, tmp_path):
+    model, tokenizer = tiny_model
+    rows, optim = arith_rows["train"], _optim(6)
+
+    def read_only_disk():
+        raise PermissionError("models/variants is read-only")
+
+    with pytest.raises(PermissionError):
+        train_sft(copy.deepcopy(model), tokenizer, rows, optim, tmp_path / "run", max_length=128, seed=0,
+                  save_final=read_only_disk)
+    assert (tmp_path / "run" / "checkpoint-6").is_dir(), "the finished run's last checkpoint survives"
+    saved = []
+    metrics = train_sft(copy.deepcopy(model), tokenizer, rows, optim, tmp_path / "run", max_length=128, seed=0,
+                        save_final=lambda: saved.append(True))
+    assert metrics["resumed_from_step"] == 6 and saved == [True]
+    assert not (tmp_path / "run").exists()
+
+
+def test_checkpoint_problems_are_named(tmp_path):
+    from aligntrain.training.schedule import checkpoint_problem, last_checkpoint
+
+    empty = tmp_path / "checkpoint-8"
+    empty.mkdir()
+    assert "trainer_state.json" in checkpoint_problem(empty)
+    (empty / "trainer_state.json").write_text("{")
+    assert "unreadable" in checkpoint_problem(empty)
+    (empty / "trainer_state.json").write_text("{}")
+    assert "safetensors" in checkpoint_problem(empty)
+    (empty / "model.safetensors").write_bytes(b"\x02\x00\x00\x00\x00\x00\x00\x00{}")
+    assert checkpoint_problem(empty) is None
+    (empty / "optimizer.pt").write_bytes(b"not a zip")
+    assert "optimizer.pt" in checkpoint_problem(empty)
+    assert last_checkpoint(tmp_path) == (None, 0)
+    assert last_checkpoint(tmp_path / "absent") == (None, 0)

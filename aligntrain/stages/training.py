@@ -41,6 +41,7 @@ def _fit(
     eval_rows: Sequence[dict] | None,
     callbacks: Sequence[TrainerCallback],
     init_fingerprint: str,
+    save_to,
 ) -> dict[str, float]:
     start = time.perf_counter()
     metrics = train_sft(
@@ -54,9 +55,15 @@ def _fit(
         max_length=params.model.max_length,
         seed=params.study.seed,
         callbacks=callbacks,
+        save_final=_saver(model, tokenizer, save_to),
     )
     metrics["wall_seconds"] = time.perf_counter() - start
     return metrics
+
+
+def _saver(model, tokenizer, path):
+    """Saves the trained model; the trainer calls it before removing its checkpoints."""
+    return lambda: save_model_and_tokenizer(model, tokenizer, path)
 
 
 def pretrain(
@@ -83,9 +90,9 @@ def pretrain(
     metrics = _fit(
         "pretrain", params, paths, model, tokenizer, [{"text": t} for t in corpus], params.pretrain,
         objective=CrossEntropy(), eval_rows=None, callbacks=callbacks, init_fingerprint="scratch",
+        save_to=paths.base_model,
     )
     metrics["parameters"] = float(sum(p.numel() for p in model.parameters()))
-    save_model_and_tokenizer(model, tokenizer, paths.base_model)
     return metrics
 
 
@@ -98,9 +105,8 @@ def warmup(
     metrics = _fit(
         "warmup", params, paths, model, tokenizer, train_rows, params.warmup,
         objective=CrossEntropy(), eval_rows=val_rows, callbacks=callbacks,
-        init_fingerprint=_model_fingerprint(paths.base_model),
+        init_fingerprint=_model_fingerprint(paths.base_model), save_to=paths.warmup_model,
     )
-    save_model_and_tokenizer(model, tokenizer, paths.warmup_model)
     return metrics
 
 
@@ -112,12 +118,11 @@ def train_variant(
     objective = params.variant(variant).options
     model, tokenizer = load_model_and_tokenizer(paths.warmup_model)
     fit = _TRAINERS[objective.kind]
-    metrics = fit(params, paths, variant, objective, model, tokenizer, train_rows, val_rows, callbacks)
-    save_model_and_tokenizer(model, tokenizer, paths.variant_model(variant))
-    return metrics
+    return fit(params, paths, variant, objective, model, tokenizer, train_rows, val_rows, callbacks)
 
 
 def _no_training(params, paths, variant, objective, model, tokenizer, train_rows, val_rows, callbacks):
+    save_model_and_tokenizer(model, tokenizer, paths.variant_model(variant))
     return {"train_steps": 0.0}
 
 
@@ -125,7 +130,7 @@ def _sft_variant(params, paths, variant, objective, model, tokenizer, train_rows
     return _fit(
         f"train-{variant}", params, paths, model, tokenizer, train_rows, params.train,
         objective=objective, eval_rows=val_rows, callbacks=callbacks,
-        init_fingerprint=_model_fingerprint(paths.warmup_model),
+        init_fingerprint=_model_fingerprint(paths.warmup_model), save_to=paths.variant_model(variant),
     )
 
 
@@ -154,6 +159,7 @@ def _rl_variant(params, paths, variant, objective, model, tokenizer, train_rows,
         model, tokenizer, train_rows, rl, checkpoint_dir,
         config=config, reward_fn=problem.reward, answer_class=problem.answer_class,
         binary_rewards=problem.binary_rewards, seed=params.study.seed, callbacks=callbacks,
+        save_final=_saver(model, tokenizer, paths.variant_model(variant)),
     )
     metrics["wall_seconds"] = time.perf_counter() - start
     return metrics

@@ -35,7 +35,6 @@ import logging
 import math
 import numbers
 import os
-import shutil
 import signal
 import threading
 import time
@@ -62,7 +61,7 @@ from aligntrain.advantages import (
     validate_rule_options,
 )
 from aligntrain.config import OptimConfig
-from aligntrain.training.schedule import last_checkpoint, schedule_arguments
+from aligntrain.training.schedule import finish_run, last_checkpoint, schedule_arguments
 
 logger = logging.getLogger(__name__)
 
@@ -490,6 +489,7 @@ def train_rl(
     binary_rewards: bool | None = None,
     seed: int,
     callbacks: Sequence[TrainerCallback] = (),
+    save_final: Callable[[], None] | None = None,
 ) -> dict[str, float]:
     """Train ``model`` in place for ``optim.steps`` RL steps and return the final metrics.
 
@@ -535,10 +535,5 @@ def train_rl(
     logged_rewards = [entry["reward"] for entry in trainer.state.log_history if "reward" in entry]
     if logged_rewards:
         metrics["reward"] = float(logged_rewards[-1])
-    # Every rank is past its last checkpoint write before one process deletes them, and none
-    # returns before they are gone.
-    trainer.accelerator.wait_for_everyone()
-    if trainer.accelerator.is_main_process:
-        shutil.rmtree(checkpoint_dir, ignore_errors=True)
-    trainer.accelerator.wait_for_everyone()
+    finish_run(trainer, checkpoint_dir, save_final)
     return {k: v for k, v in metrics.items() if math.isfinite(v)}

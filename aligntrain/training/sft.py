@@ -20,8 +20,7 @@ the last one (optimizer, scheduler, RNG and data order included).
 from __future__ import annotations
 
 import math
-import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +30,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallba
 from trl import SFTConfig, SFTTrainer
 
 from aligntrain.config import OptimConfig
-from aligntrain.training.schedule import last_checkpoint, schedule_arguments
+from aligntrain.training.schedule import finish_run, last_checkpoint, schedule_arguments
 from aligntrain.training.strategies import CrossEntropy, ObjectiveOptions, ScoredBatch
 
 
@@ -168,12 +167,14 @@ def train_sft(
     max_length: int,
     seed: int,
     callbacks: Sequence[TrainerCallback] = (),
+    save_final: Callable[[], None] | None = None,
 ) -> dict[str, float]:
     """Train ``model`` in place for ``optim.steps`` steps and return the final metrics.
 
     Rows are ``{"text": ...}`` (language modelling, loss on every token) or
     ``{"prompt": ..., "completion": ...}`` (loss on the completion only). On
-    success the checkpoint directory is removed: the caller saves the model.
+    success ``save_final`` saves the model, then the checkpoint directory is
+    removed; if saving fails the checkpoints stay for a re-run to resume from.
     """
     objective = objective or CrossEntropy()
     columns = ["text"] if "text" in train_rows[0] else ["prompt", "completion"]
@@ -203,10 +204,5 @@ def train_sft(
     if eval_rows:
         eval_metrics = trainer.evaluate()
         metrics.update({k: float(v) for k, v in eval_metrics.items() if isinstance(v, (int, float))})
-    # Every rank is past its last checkpoint write before one process deletes them, and none
-    # returns before they are gone.
-    trainer.accelerator.wait_for_everyone()
-    if trainer.accelerator.is_main_process:
-        shutil.rmtree(checkpoint_dir, ignore_errors=True)
-    trainer.accelerator.wait_for_everyone()
+    finish_run(trainer, checkpoint_dir, save_final)
     return {k: v for k, v in metrics.items() if math.isfinite(v)}
