@@ -74,6 +74,7 @@ bench: venv
 	$(BIN)/python benchmarks/bench_estimators.py
 	$(BIN)/python benchmarks/bench_advantages.py
 	$(BIN)/python benchmarks/bench_generation.py
+	$(BIN)/python benchmarks/bench_stage_startup.py
 
 clean:
 	rm -rf build checkpoints

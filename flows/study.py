@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import uuid
@@ -27,14 +28,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from prefect import flow, get_run_logger  # noqa: E402
+from prefect.events.worker import EventsWorker  # noqa: E402
 from prefect.futures import as_completed  # noqa: E402
+from prefect.logging.handlers import APILogWorker  # noqa: E402
+from prefect.settings import PREFECT_API_URL, temporary_settings  # noqa: E402
 from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 
 from aligntrain import tracking  # noqa: E402
 from aligntrain.paths import CHECKPOINT_ROOT_ENV  # noqa: E402
 from aligntrain.pipeline import get_stage  # noqa: E402
 from tasks.agents import run_stage_on_agent  # noqa: E402
-from tasks.dvc import reproduce_from_run_cache, run_stage_in_workspace  # noqa: E402
+from tasks.dvc import check_remote, reproduce_from_run_cache, run_stage_in_workspace, stop_all_stages  # noqa: E402
+from tasks.server import local_prefect_server  # noqa: E402
 from tasks.tracking import close_study_run, open_study_run  # noqa: E402
 
 
@@ -56,10 +61,11 @@ def stage_graph(checkout: Path) -> tuple[list[str], dict[str, set[str]], set[str
 
     with Repo(str(checkout)) as repo:
         graph = repo.index.graph  # edges: stage -> a stage it depends on
-        order = [s.addressing for s in reversed(list(nx.topological_sort(graph)))]
-        upstream = {s.addressing: {d.addressing for d in graph.successors(s)} for s in graph.nodes}
-        unrestorable = {s.addressing for s in graph.nodes if not _restorable(s)}
-        changed = set(repo.status())
+        order = [s.name for s in reversed(list(nx.topological_sort(graph)))]
+        upstream = {s.name: {d.name for d in graph.successors(s)} for s in graph.nodes}
+        unrestorable = {s.name for s in graph.nodes if not _restorable(s)}
+        # status() keys are addresses relative to the working directory (`dvc.yaml:train@ce` elsewhere).
+        changed = {address.rsplit(":", 1)[-1] for address in repo.status()}
     return order, upstream, changed, unrestorable
 
 
@@ -154,11 +160,18 @@ def study_flow(
         reproduce_from_run_cache(str(checkout), pull=agents, env=env, computed_here=sorted(in_checkout))
         status = "FINISHED"
     except KeyboardInterrupt:
+        # Ctrl-C: stop the stages (each in a session of its own), then close the parent run
+        # directly rather than through a task, and leave no workspace behind.
         status = "KILLED"
+        stop_all_stages()
+        shutil.rmtree(checkout / "build" / "workspaces" / study_id, ignore_errors=True)
         raise
     finally:
         if parent and not os.environ.get(tracking.PARENT_ENV):
-            close_study_run(str(checkout), parent, status)
+            if status == "KILLED":
+                tracking.end_study_run(parent, status, checkout)
+            else:
+                close_study_run(str(checkout), parent, status)
     return {"stages": todo, "study_id": study_id, "agents": agents}
 
 
@@ -203,6 +216,7 @@ def _agent_settings(checkout: Path, repo_url: str | None) -> tuple[str, str, str
     remote_url = _dvc_remote_url(checkout)
     if not remote_url:
         raise RuntimeError("agents exchange outputs through a DVC remote: set one (`dvc remote add -d study <url>`)")
+    check_remote(remote_url)
     return _git(["rev-parse", "HEAD"], checkout), remote_url, repo_url or _git(["remote", "get-url", "origin"], checkout)
 
 
@@ -218,11 +232,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repo-url", default=None)
     args = parser.parse_args(argv)
     runner = ThreadPoolTaskRunner(max_workers=max(args.concurrency, 1))
-    study_flow.with_options(task_runner=runner)(
-        root=args.root, concurrency=args.concurrency, agents=args.agents, cpu_pool=args.cpu_pool,
-        gpu_pool=args.gpu_pool, retries=args.retries, start_deadline_s=args.start_deadline_s,
-        repo_url=args.repo_url,
-    )
+    run = study_flow.with_options(task_runner=runner)
+    kwargs = dict(root=args.root, concurrency=args.concurrency, agents=args.agents, cpu_pool=args.cpu_pool,
+                  gpu_pool=args.gpu_pool, retries=args.retries, start_deadline_s=args.start_deadline_s,
+                  repo_url=args.repo_url)
+    if os.environ.get("PREFECT_API_URL"):
+        run(**kwargs)
+        return 0
+    with local_prefect_server(Path(args.root).resolve()) as url, temporary_settings({PREFECT_API_URL: url}):
+        try:
+            run(**kwargs)
+        except KeyboardInterrupt:
+            print("study interrupted: re-run the same command to resume", file=sys.stderr)
+            return 130
+        finally:
+            # Logs and events still queued go to the server before it stops, not into retries.
+            APILogWorker.drain_all(timeout=10)
+            EventsWorker.drain_all(timeout=10)
     return 0
 
 

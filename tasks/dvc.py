@@ -21,10 +21,14 @@ as a plain local ``dvc repro``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -48,19 +52,54 @@ def dvc_bin() -> str:
     return str(local) if local.exists() else "dvc"
 
 
+# The DVC processes this study runs, each in a session of its own so that the study
+# decides how they stop: on Ctrl-C, stop_all_stages() interrupts them (DVC then stops
+# the stage command), waits briefly, kills what is left, and no retry starts another.
+_live: set[subprocess.Popen] = set()
+_live_lock = threading.Lock()
+_stopping = threading.Event()
+
+
+def stop_all_stages(grace_s: float = 10.0) -> None:
+    """Interrupt every running DVC process of this study (SIGINT, then SIGKILL after ``grace_s``)."""
+    _stopping.set()
+    with _live_lock:
+        procs = list(_live)
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGINT)
+    deadline = time.monotonic() + grace_s
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            pass
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever of the stage's group is left
+
+
 def run_dvc(args: list[str], cwd: Path, env: Mapping[str, str] | None = None, log=None) -> str:
     """Run ``dvc <args>`` in ``cwd``, streaming its lines to ``log``; raise StageFailed on failure."""
+    if _stopping.is_set():
+        raise StageFailed("the study is stopping: no new stage starts")
     proc = subprocess.Popen(
         [dvc_bin(), *args], cwd=cwd, env=dict(env or os.environ), stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, bufsize=1,
+        stderr=subprocess.STDOUT, text=True, bufsize=1, start_new_session=True,
     )
+    with _live_lock:
+        _live.add(proc)
     lines: list[str] = []
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        lines.append(line.rstrip())
-        if log is not None:
-            log.info("%s", line.rstrip())
-    if proc.wait() != 0:
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line.rstrip())
+            if log is not None:
+                log.info("%s", line.rstrip())
+        proc.wait()
+    finally:
+        with _live_lock:
+            _live.discard(proc)
+    if proc.returncode != 0:
         tail = "\n".join(lines[-40:])
         raise StageFailed(f"`dvc {' '.join(args)}` failed in {cwd} (exit {proc.returncode}):\n{tail}")
     return "\n".join(lines)
@@ -90,6 +129,27 @@ def reproduce_stage(workspace: Workspace, stage: str, env: Mapping[str, str], lo
         log.warning("upstream stage %s was not in the run-cache and was recomputed in %s's workspace", name, stage)
     if workspace.remote:
         run_dvc(["push", "--run-cache"], workspace.path, env, log)
+        push_uncached_outputs(workspace.path, stage, log)
+
+
+def push_uncached_outputs(path: Path, stage: str, log) -> None:
+    """Push the objects of the stage's git-tracked outputs (metrics, plot CSVs) to the remote.
+
+    DVC's run-cache entry restores them (it commits them to the cache when it saves
+    the entry), and ``dvc repro --pull`` fetches them for the entry, but ``dvc push
+    --run-cache`` sends only the outputs of the workspace's ``dvc.lock`` that DVC caches.
+    Without this the submitter would find the entry incomplete and compute the stage again.
+    """
+    from dvc.repo import Repo
+
+    with Repo(str(path)) as repo:
+        (target,) = [s for s in repo.index.stages if s.name == stage]
+        hashes = [out.hash_info for out in target.outs if not out.use_cache and out.hash_info]
+        if hashes:
+            result = repo.cloud.push(hashes)
+            if result.failed:
+                raise StageFailed(f"{stage}: could not push {len(result.failed)} output object(s) to the remote")
+            log.info("%s: %d git-tracked output object(s) pushed with the run-cache", stage, len(hashes))
 
 
 @task(name="dvc-stage", cache_policy=NO_CACHE)

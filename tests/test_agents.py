@@ -103,7 +103,7 @@ def _study_repository(scratch: Path, env: dict[str, str]) -> tuple[Path, Path]:
     remote.mkdir()
     _run(["aligntrain", "pipeline"], src, env)
     _run(["git", "init", "-q", "-b", "main"], src, env)
-    _run(["dvc", "remote", "add", "-d", "study", str(remote)], src, env)
+    _run(["dvc", "remote", "add", "-f", "-d", "study", str(remote)], src, env)
     _run(["git", "add", "-A"], src, env)
     _run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-qm", "smoke study"], src, env)
     origin = scratch / "origin.git"
@@ -138,12 +138,14 @@ def _kill_tree(pid: int) -> None:
 def agents(tmp_path_factory):
     scratch = tmp_path_factory.mktemp("agents")
     services = Services(scratch)
-    base = _env(PREFECT_HOME=str(scratch / "prefect-home"), PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    base = _env(PREFECT_HOME=str(scratch / "prefect-home"))
     try:
+        origin, remote = _study_repository(scratch, base)
         prefect_port, mlflow_port = _port(), _port()
         prefect_url, mlflow_url = f"http://127.0.0.1:{prefect_port}/api", f"http://127.0.0.1:{mlflow_port}"
+        # Started in the study's repository: its prefect.toml turns telemetry off.
         proc, log = services.start("prefect-server", ["prefect", "server", "start", "--host", "127.0.0.1",
-                                                      "--port", str(prefect_port)], scratch, base)
+                                                      "--port", str(prefect_port)], scratch / "src", base)
         _wait_http(f"{prefect_url}/health", proc, log)
         proc, log = services.start("mlflow-server", [
             "mlflow", "server", "--host", "127.0.0.1", "--port", str(mlflow_port),
@@ -152,8 +154,6 @@ def agents(tmp_path_factory):
         ], scratch, base)
         _wait_http(f"{mlflow_url}/health", proc, log)
         env = {**base, "PREFECT_API_URL": prefect_url, "MLFLOW_TRACKING_URI": mlflow_url}
-
-        origin, remote = _study_repository(scratch, env)
         clones = {}
         for name in ("submitter", "machine-cpu", "machine-gpu"):
             clones[name] = scratch / name
@@ -183,6 +183,13 @@ def _stage_logs(agents, pool: str) -> str:
     return (agents["scratch"] / f"worker-{pool}.log").read_text()
 
 
+def test_the_prefect_server_sends_no_telemetry(agents):
+    """prefect.toml turns it off; offline, the server would log a failure at every start."""
+    log = (agents["scratch"] / "prefect-server.log").read_text()
+    assert "Uvicorn running" in log or "Check out the dashboard" in log or "Configure Prefect" in log
+    assert "telemetry" not in log.lower()
+
+
 def test_stages_ran_on_both_workers(agents):
     cpu, gpu = _stage_logs(agents, "cpu"), _stage_logs(agents, "gpu")
     assert "Running stage 'train@ce'" in gpu and "Running stage 'pretrain'" in gpu
@@ -194,6 +201,8 @@ def test_the_submitting_clone_ends_clean_and_identical_to_a_plain_repro(agents, 
     submitter = agents["clones"]["submitter"]
     status = _run(["dvc", "status", "--json"], submitter, agents["env"])
     assert json.loads(status.stdout or "{}") == {}
+    assert "in the checkout at the end: compare, report" in agents["output"]
+    assert "the final reproduction computed" not in agents["output"], "every agent stage restored, none recomputed"
     variants = yaml.safe_load((submitter / "params.yaml").read_text())["study"]["run"]
     files = [f"metrics/{v}.json" for v in variants] + [f"plots/curves/{v}.csv" for v in variants]
     files += [f"metrics/diagnostics/{v}.json" for v in variants]
@@ -270,6 +279,7 @@ def test_a_lost_worker_is_retried_and_the_stage_resumes_from_its_checkpoint(agen
     submitter, env, services = agents["clones"]["submitter"], agents["env"], agents["services"]
     raw = yaml.safe_load((submitter / "params.yaml").read_text())
     raw["study"]["run"] = ["ce"]
+    raw["diagnostics"]["oracle"]["variant"] = "ce"
     raw["train"].update(steps=400, checkpoint_every=4)  # long enough to be caught between checkpoints
     (submitter / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
     _run(["aligntrain", "pipeline"], submitter, env)

@@ -151,6 +151,7 @@ def flow_study(tmp_path_factory) -> tuple[Path, str]:
 def test_flow_gives_the_files_of_a_plain_repro(flow_study, smoke_study):
     study, log = flow_study
     assert "in the checkout at the end: compare, report" in log
+    assert "the final reproduction computed" not in log, "every stage restored from the run-cache, none recomputed"
     for variant in ("warmup", "ce"):
         for name in (f"metrics/{variant}.json", f"plots/curves/{variant}.csv", f"metrics/diagnostics/{variant}.json"):
             assert (study / name).read_bytes() == (smoke_study / name).read_bytes(), name
@@ -177,3 +178,54 @@ def test_flow_logs_one_finished_parent_and_a_second_run_does_nothing(flow_study)
     again = _run([sys.executable, "flows/study.py"], cwd=study, scratch=study.parent)
     assert "0 of 15 stages to run" in again.stdout + again.stderr
     assert len(mlflow.search_runs(experiment_names=["aligntrain-smoke"], output_format="list")) == len(runs)
+
+
+def test_ctrl_c_ends_a_study_in_seconds_leaves_no_process_and_the_rerun_resumes(tmp_path_factory):
+    """SIGINT to the terminal's process group during training, as Ctrl-C sends it."""
+    import signal
+    import time
+
+    import mlflow
+    import psutil
+
+    scratch = tmp_path_factory.mktemp("ctrl_c")
+    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
+    raw["study"]["run"] = ["ce"]
+    raw["diagnostics"]["oracle"]["variant"] = "ce"
+    raw["train"].update(steps=400, checkpoint_every=4)
+    profile = scratch / "profile.yaml"
+    profile.write_text(yaml.safe_dump(raw, sort_keys=False))
+    study = scratch / "study"
+    home = str(scratch / "prefect-home")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "ALIGNTRAIN_", "PREFECT_"))}
+    env.update(PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", PREFECT_HOME=home)
+    run = subprocess.Popen([str(ROOT / "scripts" / "run_profile.sh"), str(profile), str(study)], cwd=ROOT, env=env,
+                           stdout=open(scratch / "first.log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 600
+    while not list((study / "checkpoints").glob("train-ce-*/checkpoint-*/trainer_state.json")):
+        assert run.poll() is None and time.monotonic() < deadline, (scratch / "first.log").read_text()[-3000:]
+        time.sleep(0.2)
+    start = time.monotonic()
+    os.killpg(run.pid, signal.SIGINT)
+    run.wait(timeout=120)
+    assert time.monotonic() - start < 30, f"Ctrl-C took {time.monotonic() - start:.0f} s"
+    time.sleep(1)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(run.pid, 0)  # nothing left in the group
+    leftovers = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get("PREFECT_HOME") == home:
+                leftovers.append(proc.cmdline())
+        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+            pass
+    assert not leftovers, f"orphaned processes: {leftovers}"
+
+    again = _run([sys.executable, "flows/study.py"], cwd=study, scratch=scratch)
+    assert "train@ce" in again.stdout + again.stderr
+    mlflow.set_tracking_uri(f"sqlite:///{study / 'mlflow.db'}")
+    runs = mlflow.search_runs(experiment_names=["aligntrain-smoke"], output_format="list")
+    parents = sorted((r for r in runs if r.data.tags.get("aligntrain.role") == "study"), key=lambda r: r.info.start_time)
+    assert [p.info.status for p in parents] == ["KILLED", "FINISHED"]
+    trains = [r for r in runs if r.info.run_name == "train@ce" and r.info.status == "FINISHED"]
+    assert len(trains) == 1 and trains[0].data.metrics["resumed_from_step"] >= 4, "the re-run resumed"

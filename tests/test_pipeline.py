@@ -154,3 +154,30 @@ def test_the_parent_run_ends_with_the_studys_status(tmp_path, monkeypatch):
     assert mlflow.get_run(lost.info.run_id).info.status == "KILLED", "a child left running by a lost stage is closed"
     with pytest.raises(ValueError, match="status"):
         tracking.end_study_run(run_id, "DONE", tmp_path)
+
+
+def test_an_unreachable_dvc_remote_is_named_before_any_work(tmp_path):
+    from tasks.dvc import StageFailed, check_remote
+
+    with pytest.raises(StageFailed, match=str(tmp_path / "absent")):
+        check_remote(str(tmp_path / "absent"))
+    check_remote(str(tmp_path))  # a directory that exists is reachable
+
+
+def test_two_studies_never_share_a_workspace(tmp_path):
+    """Same commit, same stage, two studies: two folders, each a full copy sharing the checkout's cache."""
+    import subprocess as sp
+
+    from tasks.workspace import Workspace
+
+    checkout = tmp_path / "checkout"
+    (checkout / ".dvc").mkdir(parents=True)
+    (checkout / ".dvc" / "config").write_text("[core]\n")
+    (checkout / "params.yaml").write_text("a: 1\n")
+    sp.run(["git", "init", "-q"], cwd=checkout, check=True)
+    one = Workspace.copy_of(checkout, "study-one", "train@ce")
+    two = Workspace.copy_of(checkout, "study-two", "train@ce")
+    assert one.path != two.path and one.path.name == "train_at_ce"
+    for ws in (one, two):
+        assert (ws.path / "params.yaml").read_text() == "a: 1\n"
+        assert str((checkout / ".dvc" / "cache").resolve()) in (ws.path / ".dvc" / "config.local").read_text()
