@@ -20,6 +20,12 @@ import typer
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# MLflow's client retries an unreachable server for minutes by default (7 retries, backoff 2,
+# 120 s timeout). A stage checks the server before work and drops its logging on the first
+# failure after that, so a short bound is enough.
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
 
 from aligntrain import pipeline  # noqa: E402  (after the environment above)
 

@@ -16,12 +16,15 @@ directory.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import os
 import subprocess
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
+
+logger = logging.getLogger(__name__)
 
 PARENT_ENV = "ALIGNTRAIN_PARENT_RUN_ID"
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
@@ -145,25 +148,58 @@ def _numeric(metrics: Mapping[str, Any]) -> dict[str, float]:
 
 
 class StageRun:
-    """Handle of an active child run: what stages log through."""
+    """Handle of an active child run: what stages log through.
 
-    def __init__(self, mlflow, run_id: str):
-        self._mlflow = mlflow
+    Logging never costs the stage its work: the first failure (the tracking server
+    went away mid-training) is reported once as a warning, and from then on the run's
+    metrics and artifacts are dropped while the stage goes on to save its outputs.
+    The run is driven through ``MlflowClient`` by id (no fluent "active run"), so
+    nothing waits on a dead server at exit either.
+    """
+
+    def __init__(self, client, run_id: str):
+        self._client = client
         self.run_id = run_id
+        self.failed = False
+
+    def _safely(self, what: str, call, *args, **kwargs) -> None:
+        if self.failed:
+            return
+        try:
+            call(*args, **kwargs)
+        except Exception as err:  # noqa: BLE001  (any client or server error: the stage goes on)
+            self.failed = True
+            logger.warning("MLflow %s failed on %s (%s); the stage goes on without logging to it",
+                           what, self._client.tracking_uri, err)
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        flat = [Param(k, str(v)[:500]) for k, v in flatten(params).items()]
+        if flat:
+            self._safely("log_params", self._client.log_batch, self.run_id, params=flat)
 
     def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
-        numeric = _numeric(metrics)
+        import time
+
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        numeric = [Metric(k, v, now, step or 0) for k, v in _numeric(metrics).items()]
         if numeric:
-            self._mlflow.log_metrics(numeric, step=step)
+            self._safely("log_metrics", self._client.log_batch, self.run_id, metrics=numeric)
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
         """A file, or a directory's files (under ``artifact_path``/its name); nothing when it does not exist."""
         path = Path(path)
         if path.is_dir():
             inside = f"{artifact_path}/{path.name}" if artifact_path else path.name
-            self._mlflow.log_artifacts(str(path), artifact_path=inside)
+            self._safely("log_artifacts", self._client.log_artifacts, self.run_id, str(path), inside)
         elif path.exists():
-            self._mlflow.log_artifact(str(path), artifact_path=artifact_path)
+            self._safely("log_artifact", self._client.log_artifact, self.run_id, str(path), artifact_path)
+
+    def end(self, status: str) -> None:
+        self._safely("end_run", self._client.set_terminated, self.run_id, status)
 
     def trainer_callback(self):
         """A transformers ``TrainerCallback``: per-step training metrics (loss, lr, strategy weight) into this run."""
@@ -200,8 +236,17 @@ def stage_run(
         "aligntrain.study": study,
         "aligntrain.git_commit": git_commit(root),
     }
-    with mlflow.start_run(run_name=name, parent_run_id=parent, tags=tags) as run:
-        flat = {k: str(v)[:500] for k, v in flatten(params).items()}
-        if flat:
-            mlflow.log_params(flat)
-        yield StageRun(mlflow, run.info.run_id)
+    client = mlflow.MlflowClient()
+    experiment_id = mlflow.get_experiment_by_name(experiment).experiment_id
+    run = client.create_run(experiment_id, run_name=name, tags={**tags, "mlflow.parentRunId": parent})
+    handle = StageRun(client, run.info.run_id)
+    status = "FAILED"
+    try:
+        handle.log_params(params)
+        yield handle
+        status = "FINISHED"
+    except KeyboardInterrupt:
+        status = "KILLED"
+        raise
+    finally:
+        handle.end(status)

@@ -120,6 +120,9 @@ def reproduce_stage(workspace: Workspace, stage: str, env: Mapping[str, str], lo
     """``dvc repro <stage>`` in the workspace, pulling from and pushing to the remote when it has one."""
     pull = ["--pull"] if workspace.remote else []
     env = dict(env)
+    # The stage runs the workspace's code, the code DVC hashed as its deps, not whatever
+    # checkout the environment's editable install points at (an agent's may be at another commit).
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(workspace.path), env.get("PYTHONPATH")) if p)
     if env.get(STAGE_BIN_ENV):
         # The stage commands come from the compute environment (vLLM, CUDA torch), which
         # cannot hold Prefect; DVC finds `aligntrain` there first.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import mlflow
 import pytest
 
@@ -49,3 +51,58 @@ def test_explicit_parent_from_environment(store, tmp_path, monkeypatch):
     (child,) = _runs("tags.`aligntrain.role` = 'stage'")
     assert child.data.tags["mlflow.parentRunId"] == first != second
     assert child.info.run_name == "compare"
+
+
+def test_a_tracking_server_lost_mid_stage_costs_no_work(tmp_path, monkeypatch, caplog):
+    """A real `mlflow server`, killed while a stage runs: logging warns once, then drops; the stage ends cleanly."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+    from pathlib import Path
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mlflow_bin = Path(sys.executable).with_name("mlflow")
+    server = subprocess.Popen(
+        [str(mlflow_bin), "server", "--host", "127.0.0.1", "--port", str(port),
+         "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}", "--artifacts-destination", str(tmp_path / "a")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{uri}/health", timeout=2):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline and server.poll() is None, "mlflow server did not start"
+                time.sleep(0.5)
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+        monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+        monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
+        monkeypatch.delenv(tracking.PARENT_ENV, raising=False)
+        tracking.check_tracking_server(tmp_path)  # reachable: no error
+        with tracking.stage_run(study="s", experiment="exp", stage="train", variant="ce", params={"a": 1},
+                                root=tmp_path) as run:
+            run.log_metrics({"loss": 1.0}, step=1)
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+            start = time.monotonic()
+            with caplog.at_level("WARNING"):
+                for step in range(2, 50):  # a training loop's per-step logging
+                    run.log_metrics({"loss": 1.0 / step}, step=step)
+            assert time.monotonic() - start < 60, "a dead server stalls the loop"
+            saved = tmp_path / "model.bin"
+            saved.write_bytes(b"the stage's work")  # the stage goes on to its outputs
+        assert run.failed and saved.is_file()
+        assert caplog.text.count("the stage goes on without logging") == 1
+        with pytest.raises(ConnectionError, match=uri):
+            tracking.check_tracking_server(tmp_path)
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
