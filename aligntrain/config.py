@@ -142,6 +142,11 @@ class RLSettings(OptimConfig):
     max_completion_length: StrictInt = Field(64, ge=1, description="Longest training rollout, in tokens.")
     beta: float = Field(0.0, ge=0, description="KL coefficient to the warm-up policy (0: none).")
     reward_timeout_s: float = Field(5.0, gt=0, description="Per-sample reward deadline; late = unscorable.")
+    max_unscorable_fraction: float = Field(
+        0.5, ge=0, le=1,
+        description="A training step whose share of unscorable rewards exceeds this fails at once, naming the share "
+        "(broken gold answers or grader), instead of training on zero advantages.",
+    )
 
     @model_validator(mode="after")
     def _whole_groups(self) -> RLSettings:

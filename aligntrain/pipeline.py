@@ -77,34 +77,34 @@ def _pretrain(params: Params, paths: StudyPaths, variant: str | None, run) -> di
     from aligntrain.stages import prepare, training
 
     corpus = pd.read_parquet(paths.pretrain_corpus)["text"].tolist()
-    splits = {s: prepare.read_split(paths, s) for s in prepare.SPLITS}
+    splits = {s: prepare.read_split(params, paths, s) for s in prepare.SPLITS}
     return training.pretrain(params, paths, corpus, splits, callbacks=[run.trainer_callback()])
 
 
 def _warmup(params: Params, paths: StudyPaths, variant: str | None, run) -> dict:
     from aligntrain.stages import prepare, training
 
-    train, val = prepare.read_split(paths, "train"), prepare.read_split(paths, "validation")
+    train, val = prepare.read_split(params, paths, "train"), prepare.read_split(params, paths, "validation")
     return training.warmup(params, paths, train, val, callbacks=[run.trainer_callback()])
 
 
 def _train(params: Params, paths: StudyPaths, variant: str | None, run) -> dict:
     from aligntrain.stages import prepare, training
 
-    train, val = prepare.read_split(paths, "train"), prepare.read_split(paths, "validation")
+    train, val = prepare.read_split(params, paths, "train"), prepare.read_split(params, paths, "validation")
     return training.train_variant(params, paths, variant, train, val, callbacks=[run.trainer_callback()])
 
 
 def _rollouts(params: Params, paths: StudyPaths, variant: str | None, run) -> dict:
     from aligntrain.stages import evaluation, prepare
 
-    return evaluation.generate_pool(params, paths, variant, prepare.read_split(paths, "test"))
+    return evaluation.generate_pool(params, paths, variant, prepare.read_split(params, paths, "test"))
 
 
 def _evaluate(params: Params, paths: StudyPaths, variant: str | None, run) -> dict:
     from aligntrain.stages import evaluation, prepare
 
-    return evaluation.evaluate_pool(params, paths, variant, prepare.read_split(paths, "test"))
+    return evaluation.evaluate_pool(params, paths, variant, prepare.read_split(params, paths, "test"))
 
 
 def _compare(params: Params, paths: StudyPaths, variant: str | None, run) -> dict:
@@ -116,13 +116,13 @@ def _compare(params: Params, paths: StudyPaths, variant: str | None, run) -> dic
 def _diagnose(params: Params, paths: StudyPaths, variant: str | None, run) -> dict:
     from aligntrain.stages import diagnostics, prepare
 
-    return diagnostics.diagnose_variant(params, paths, variant, prepare.read_split(paths, "test"))
+    return diagnostics.diagnose_variant(params, paths, variant, prepare.read_split(params, paths, "test"))
 
 
 def _oracle_gradient(params: Params, paths: StudyPaths, variant: str | None, run) -> dict:
     from aligntrain.stages import diagnostics, prepare
 
-    return diagnostics.oracle_gradient(params, paths, prepare.read_split(paths, "test"))
+    return diagnostics.oracle_gradient(params, paths, prepare.read_split(params, paths, "test"))
 
 
 def _synthetic(params: Params, paths: StudyPaths, variant: str | None, run) -> dict:

@@ -450,3 +450,16 @@ def test_interrupted_run_resumes_with_its_reward_history(tiny_model, arith_rows,
     # The resumed run starts at step 2 with the history saved at step 2: steps 0 and 1, two batches.
     assert calls == [(2, 2 * BATCH, [0, 1]), (3, 3 * BATCH, [0, 1, 2])]
     assert not (tmp_path / "ck").exists()
+
+
+def test_a_step_of_mostly_unscorable_rewards_stops_training(tiny_model, arith_rows, tmp_path):
+    """Broken gold answers make every reward unscorable: the first step fails, naming the share and the key."""
+    model, tokenizer = tiny_model
+    unscorable = lambda text, row: None  # noqa: E731  (what a grader returns on a broken gold answer)
+    with pytest.raises(RuntimeError, match=r"step 0: 8 of 8 rewards are unscorable \(100% > rl.max_unscorable_fraction"):
+        train_rl(model, tokenizer, arith_rows["train"], _optim(2), tmp_path / "ck", config=_config("grpo"),
+                 reward_fn=unscorable, seed=0)
+    tolerant = _config("grpo").model_copy(update={"max_unscorable_fraction": 1.0})
+    metrics = train_rl(model, tokenizer, arith_rows["train"], _optim(2), tmp_path / "ck2", config=tolerant,
+                       reward_fn=unscorable, seed=0)
+    assert metrics["unscorable_total"] == 2 * BATCH

@@ -52,3 +52,51 @@ def test_rl_variant_that_does_not_fit_fails_before_training():
     raw.pop("rl")
     with pytest.raises(ValueError, match=r"variants\.grpo is an RL variant"):
         parse_params(raw)
+
+
+def _prepared(tmp_path, arith_rows, edit=None):
+    import pandas as pd
+
+    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
+    params, paths = parse_params(raw), StudyPaths(tmp_path)
+    for split, rows in arith_rows.items():
+        frame = pd.DataFrame(rows)
+        if edit and split == "test":
+            frame = edit(frame)
+        paths.split(split).parent.mkdir(parents=True, exist_ok=True)
+        frame.to_parquet(paths.split(split))
+    return params, paths
+
+
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        (lambda f: f.assign(answer=[None] + list(f.answer[1:])), "answer"),  # NaN after the parquet round trip
+        (lambda f: f.assign(answer=[7] * len(f)).astype({"answer": "int64"}), "answer"),  # integers, not strings
+        (lambda f: f.assign(answer=["banana"] + list(f.answer[1:])), "banana"),
+        (lambda f: f.iloc[:0], "no rows"),
+    ],
+    ids=["nan-answer", "integer-answers", "wrong-answer", "empty"],
+)
+def test_stages_validate_the_rows_they_read(tmp_path, arith_rows, edit, says):
+    """data/ edited or corrupted after prepare: the reading stage names the file (and the row), at once."""
+    from aligntrain.stages.prepare import read_split
+
+    params, paths = _prepared(tmp_path, arith_rows, edit)
+    assert len(read_split(params, paths, "train")) == len(arith_rows["train"])
+    with pytest.raises(ValueError, match="test.parquet") as err:
+        read_split(params, paths, "test")
+    assert says in str(err.value)
+    if says != "no rows":
+        assert arith_rows["test"][0]["id"] in str(err.value) or "row" in str(err.value)
+
+
+def test_a_prompt_longer_than_the_context_is_named_before_sampling(tiny_model, arith_rows):
+    from aligntrain.stages.evaluation import check_prompt_lengths
+
+    _, tokenizer = tiny_model
+    rows = [dict(arith_rows["test"][0]), dict(arith_rows["test"][1])]
+    check_prompt_lengths(rows, tokenizer, context=128, max_new_tokens=32)
+    rows[1]["prompt"] = "Q: " + "1+" * 5000 + "1=?\nA: "
+    with pytest.raises(ValueError, match=rf"row {rows[1]['id']!r}.*context of 128 tokens.*max_new_tokens = 32"):
+        check_prompt_lengths(rows, tokenizer, context=128, max_new_tokens=32)

@@ -29,6 +29,8 @@ def generate_pool(params: Params, paths: StudyPaths, variant: str, test_rows: Se
 
     cfg = params.rollouts
     model, tokenizer = load_model_and_tokenizer(paths.variant_model(variant))
+    check_prompt_lengths(test_rows, tokenizer, context=model.config.max_position_embeddings,
+                         max_new_tokens=cfg.max_new_tokens)
     start = time.perf_counter()
     completions = sample_completions(
         model,
@@ -51,6 +53,22 @@ def generate_pool(params: Params, paths: StudyPaths, variant: str, test_rows: Se
         "unfinished_fraction": float(1 - pool.finished.mean()),
         "mean_reward": float(pool.reward.mean()),
     }
+
+
+def check_prompt_lengths(rows: Sequence[dict], tokenizer, *, context: int, max_new_tokens: int) -> None:
+    """Every prompt leaves room for ``max_new_tokens`` in the model's context; else name the row.
+
+    A prompt that does not fit would be truncated silently, or make batched generation
+    allocate for a sequence the model cannot attend over (a 1 MB prompt ran out of memory).
+    """
+    limit = context - max_new_tokens
+    for row in rows:
+        length = len(tokenizer(row["prompt"], add_special_tokens=True)["input_ids"])
+        if length > limit:
+            raise ValueError(
+                f"row {row.get('id')!r}: its prompt is {length} tokens, but the model's context of {context} tokens "
+                f"minus rollouts.max_new_tokens = {max_new_tokens} leaves {limit}"
+            )
 
 
 def evaluate_pool(params: Params, paths: StudyPaths, variant: str, test_rows: Sequence[dict]) -> dict:

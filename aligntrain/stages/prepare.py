@@ -59,5 +59,21 @@ def write_outputs(paths: StudyPaths, splits: dict[str, Sequence[dict]], corpus: 
     return {f"{split}_rows": len(splits[split]) for split in SPLITS} | {"corpus_texts": len(corpus)}
 
 
-def read_split(paths: StudyPaths, split: str) -> list[dict]:
-    return pd.read_parquet(paths.split(split)).to_dict("records")
+def read_split(params: Params, paths: StudyPaths, split: str) -> list[dict]:
+    """The rows of one prepared split, validated as ``prepare`` validated them.
+
+    Stages do not trust ``data/`` blindly: a file edited or corrupted after prepare
+    stops here, naming the file and the row, instead of failing later somewhere that
+    names neither (an Arrow conversion error, a 0-row pool, an unscorable gold answer).
+    """
+    path = paths.split(split)
+    rows = pd.read_parquet(path).to_dict("records")
+    if not rows:
+        raise ValueError(f"{path}: split {split!r} has no rows")
+    problem = get_problem(params.problem.name)
+    for row in rows:
+        try:
+            problem.validate_row(row)
+        except (ValueError, KeyError, TypeError) as err:
+            raise ValueError(f"{path}: {err}") from None
+    return rows

@@ -149,6 +149,7 @@ def _rl_variant(params, paths, variant, objective, model, tokenizer, train_rows,
         temperature=rl.temperature,
         max_completion_length=rl.max_completion_length,
         reward_timeout_s=rl.reward_timeout_s,
+        max_unscorable_fraction=rl.max_unscorable_fraction,
     )
     checkpoint_dir = _checkpoint_dir(
         paths, f"train-{variant}", rl, objective, params.problem, params.study.seed,

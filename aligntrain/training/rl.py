@@ -114,6 +114,9 @@ class RLConfig(BaseModel):
     temperature: float = Field(1.0, gt=0, description="Sampling temperature (also the logps' temperature).")
     max_completion_length: StrictInt = Field(64, ge=1, description="Longest sampled completion, in tokens.")
     reward_timeout_s: float | None = Field(5.0, gt=0, description="Per-sample reward deadline (None: none).")
+    max_unscorable_fraction: float = Field(
+        0.5, ge=0, le=1, description="A training step with a larger share of unscorable rewards fails at once."
+    )
     history_capacity: StrictInt = Field(4000, ge=1, description="RewardHistory FIFO capacity (000 eq. 105).")
     history_decay: float | None = Field(
         None, gt=0, le=1, description="RewardHistory decay γ for quantile='time_weighted' (000 eq. 80)."
@@ -292,9 +295,11 @@ class StrategyGRPOTrainer(GRPOTrainer):
         answer_class: AnswerClass | None = None,
         binary_rewards: bool | None = None,
         reward_history: RewardHistory | None = None,
+        max_unscorable_fraction: float = 1.0,
         **kwargs: Any,
     ) -> None:
         check_trl_version()
+        self.max_unscorable_fraction = max_unscorable_fraction
         grpo_args: GRPOConfig = kwargs["args"]
         self.rule_options = validate_rule_options(rule, grpo_args.num_generations, rule_options or {}, binary_rewards)
         n_eval = grpo_args.num_generations_eval
@@ -359,6 +364,14 @@ class StrategyGRPOTrainer(GRPOTrainer):
         rewards = (rewards_per_func * weights.unsqueeze(0)).nansum(dim=1)
         unscorable = torch.isnan(rewards_per_func).all(dim=1) | ~torch.isfinite(rewards)
         grouped, unscorable = rewards.view(-1, n), unscorable.view(-1, n)
+        share = float(unscorable.float().mean())
+        if mode == "train" and share > self.max_unscorable_fraction:
+            # Broken gold answers or a broken grader: stop now, not after every step trained on zeros.
+            raise RuntimeError(
+                f"step {self.state.global_step}: {int(unscorable.sum())} of {unscorable.numel()} rewards are "
+                f"unscorable ({share:.0%} > rl.max_unscorable_fraction = {self.max_unscorable_fraction:.0%}); "
+                "check the data's gold answers and the reward function (the warnings above name the failures)"
+            )
         binary = self.rule_spec.binary_rewards_only
         context: dict[str, Any] = {}
         if "answers" in self.context_needed:
@@ -526,13 +539,15 @@ def train_rl(
         answer_class=answer_class,
         binary_rewards=binary_rewards,
         reward_history=config.new_history(),
+        max_unscorable_fraction=config.max_unscorable_fraction,
     )
     last, last_step = last_checkpoint(checkpoint_dir)
     result = trainer.train(resume_from_checkpoint=last)
     metrics = {k: float(v) for k, v in result.metrics.items() if isinstance(v, (int, float))}
     metrics["resumed_from_step"] = float(last_step)
     metrics["unscorable_total"] = float(trainer.unscorable_total)
-    logged_rewards = [entry["reward"] for entry in trainer.state.log_history if "reward" in entry]
+    # A step with no scorable reward logs None (TRL); the last scored one is the run's reward.
+    logged_rewards = [entry["reward"] for entry in trainer.state.log_history if entry.get("reward") is not None]
     if logged_rewards:
         metrics["reward"] = float(logged_rewards[-1])
     finish_run(trainer, checkpoint_dir, save_final)
