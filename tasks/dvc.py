@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -55,6 +56,7 @@ def dvc_bin() -> str:
 # The DVC processes this study runs, each in a session of its own so that the study
 # decides how they stop: on Ctrl-C, stop_all_stages() interrupts them (DVC then stops
 # the stage command), waits briefly, kills what is left, and no retry starts another.
+_PROGRESS = re.compile(r"\d+%\|")  # a tqdm bar: "  27%|██▋  | 410/1500"
 _live: set[subprocess.Popen] = set()
 _live_lock = threading.Lock()
 _stopping = threading.Event()
@@ -89,12 +91,20 @@ def run_dvc(args: list[str], cwd: Path, env: Mapping[str, str] | None = None, lo
     with _live_lock:
         _live.add(proc)
     lines: list[str] = []
+    last_progress = 0.0
     try:
         assert proc.stdout is not None
         for line in proc.stdout:
-            lines.append(line.rstrip())
-            if log is not None:
-                log.info("%s", line.rstrip())
+            line = line.rstrip()
+            lines.append(line)
+            if log is None or not line:
+                continue
+            if _PROGRESS.search(line):
+                # A progress bar redraws on every step: one line in 10 s is enough to watch it.
+                if time.monotonic() - last_progress < 10:
+                    continue
+                last_progress = time.monotonic()
+            log.info("%s", line)
         proc.wait()
     finally:
         with _live_lock:
