@@ -159,6 +159,7 @@ def study_flow(
             raise RuntimeError(f"stages failed: {', '.join(failed)}")
         reproduce_from_run_cache(str(checkout), pull=agents, env=env, computed_here=sorted(in_checkout))
         status = "FINISHED"
+        shutil.rmtree(checkout / "build" / "workspaces" / study_id, ignore_errors=True)
     except KeyboardInterrupt:
         # Ctrl-C: stop the stages (each in a session of its own), then close the parent run
         # directly rather than through a task, and leave no workspace behind.

@@ -271,6 +271,7 @@ def test_interrupted_training_resumes_to_the_same_weights(tiny_model, arith_rows
     resumed = copy.deepcopy(model)  # a new process would start from the initial weights again
     metrics = train_sft(resumed, tokenizer, rows, optim, tmp_path / "run", objective=objective, max_length=128, seed=0)
     assert metrics["resumed_from_step"] == 4
+    assert "train_loss" not in metrics and math.isfinite(metrics["train_loss_since_resume"]), "named as partial"
     assert not (tmp_path / "run").exists(), "checkpoints are removed after a completed run"
     for a, b in zip(reference.parameters(), resumed.parameters()):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)

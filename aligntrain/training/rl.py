@@ -61,7 +61,7 @@ from aligntrain.advantages import (
     validate_rule_options,
 )
 from aligntrain.config import OptimConfig
-from aligntrain.training.schedule import finish_run, last_checkpoint, schedule_arguments
+from aligntrain.training.schedule import finish_run, last_checkpoint, run_metrics, schedule_arguments
 
 logger = logging.getLogger(__name__)
 
@@ -543,8 +543,7 @@ def train_rl(
     )
     last, last_step = last_checkpoint(checkpoint_dir)
     result = trainer.train(resume_from_checkpoint=last)
-    metrics = {k: float(v) for k, v in result.metrics.items() if isinstance(v, (int, float))}
-    metrics["resumed_from_step"] = float(last_step)
+    metrics = run_metrics(result, last_step)
     metrics["unscorable_total"] = float(trainer.unscorable_total)
     # A step with no scorable reward logs None (TRL); the last scored one is the run's reward.
     logged_rewards = [entry["reward"] for entry in trainer.state.log_history if entry.get("reward") is not None]

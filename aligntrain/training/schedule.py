@@ -104,6 +104,20 @@ def last_checkpoint(checkpoint_dir: str | Path) -> tuple[str | None, int]:
     return None, 0
 
 
+def run_metrics(result, resumed_from_step: int) -> dict[str, float]:
+    """The trainer's final numbers, and the step the run resumed from.
+
+    The trainer's ``train_loss`` averages the steps this process ran: after a resume,
+    only the resumed part. It is then reported as ``train_loss_since_resume``, so it is
+    never read as the whole run's loss.
+    """
+    metrics = {k: float(v) for k, v in result.metrics.items() if isinstance(v, (int, float))}
+    if resumed_from_step and "train_loss" in metrics:
+        metrics["train_loss_since_resume"] = metrics.pop("train_loss")
+    metrics["resumed_from_step"] = float(resumed_from_step)
+    return metrics
+
+
 def finish_run(trainer, checkpoint_dir: Path, save_final: Callable[[], None] | None) -> None:
     """Save the final model, then remove the checkpoints, in that order.
 

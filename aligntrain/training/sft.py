@@ -30,7 +30,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallba
 from trl import SFTConfig, SFTTrainer
 
 from aligntrain.config import OptimConfig
-from aligntrain.training.schedule import finish_run, last_checkpoint, schedule_arguments
+from aligntrain.training.schedule import finish_run, last_checkpoint, run_metrics, schedule_arguments
 from aligntrain.training.strategies import CrossEntropy, ObjectiveOptions, ScoredBatch
 
 
@@ -199,8 +199,7 @@ def train_sft(
     )
     last, last_step = last_checkpoint(checkpoint_dir)
     result = trainer.train(resume_from_checkpoint=last)
-    metrics = {k: float(v) for k, v in result.metrics.items() if isinstance(v, (int, float))}
-    metrics["resumed_from_step"] = float(last_step)
+    metrics = run_metrics(result, last_step)
     if eval_rows:
         eval_metrics = trainer.evaluate()
         metrics.update({k: float(v) for k, v in eval_metrics.items() if isinstance(v, (int, float))})
