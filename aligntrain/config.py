@@ -217,14 +217,14 @@ class OracleGradientConfig(_Section):
 class SyntheticConfig(_Section):
     """The synthetic checks with known answers (FORMULAS §5)."""
 
-    bandit_actions: StrictInt = Field(100, ge=2, description="Tang bandit: actions (002 Figure 1: 100).")
+    bandit_actions: StrictInt = Field(100, ge=2, description="Tang bandit: actions (Tang et al., 'Optimizing Language Models for Inference Time Objectives using Reinforcement Learning', Fig. 1: 100).")
     bandit_k: StrictInt = Field(4, ge=2, description="Tang bandit: samples per update k (002: 4).")
     bandit_steps: StrictInt = Field(300, ge=1, description="Tang bandit: updates.")
     bandit_seeds: StrictInt = Field(16, ge=1, description="Tang bandit: independent bandits averaged.")
     bandit_learning_rate: float = Field(1.0, gt=0, description="Tang bandit: step size on the logits (002: 1.0).")
     tea_group_sizes: list[StrictInt] = Field([16, 32, 64, 128, 256], min_length=1, description="TEA Gaussian: group sizes n.")
     tea_repetitions: StrictInt = Field(20000, ge=10, description="TEA Gaussian: groups drawn per n.")
-    tea_n_target: StrictInt = Field(128, ge=2, description="TEA Gaussian: target best-of-N budget (004 App. E).")
+    tea_n_target: StrictInt = Field(128, ge=2, description="TEA Gaussian: target best-of-N budget (Li, Qian & Mou, 'What should post-training optimize? A test-time scaling law perspective', App. E).")
     tea_alpha: float = Field(0.25, gt=0, lt=1, description="TEA Gaussian: tail mass α.")
 
 
