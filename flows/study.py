@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -41,6 +40,7 @@ from tasks.agents import run_stage_on_agent  # noqa: E402
 from tasks.dvc import check_remote, reproduce_from_run_cache, run_stage_in_workspace, stop_all_stages  # noqa: E402
 from tasks.server import local_prefect_server  # noqa: E402
 from tasks.tracking import close_study_run, open_study_run  # noqa: E402
+from tasks.workspace import git  # noqa: E402
 
 
 def _restorable(stage) -> bool:
@@ -81,10 +81,6 @@ def downstream_closure(order: list[str], upstream: dict[str, set[str]], seeds: s
 def stage_name(address: str) -> str:
     """``train@ce`` -> ``train`` (the entry of the table of stages)."""
     return address.split("@", 1)[0]
-
-
-def _git(args: list[str], cwd: Path) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
 
 
 def _dvc_remote_url(checkout: Path) -> str | None:
@@ -208,7 +204,7 @@ def _schedule(todo: list[str], upstream: dict[str, set[str]], submit, concurrenc
 
 def _agent_settings(checkout: Path, repo_url: str | None) -> tuple[str, str, str]:
     """The commit agents run, the DVC remote they share and the git URL they clone."""
-    dirty = _git(["status", "--porcelain", "--untracked-files=no"], checkout)
+    dirty = git(["status", "--porcelain", "--untracked-files=no"], checkout).strip()
     if dirty:
         raise RuntimeError(f"agents run a commit: commit (and push) these changes first:\n{dirty}")
     if not tracking.tracking_uri(checkout).startswith(("http://", "https://")):
@@ -218,7 +214,8 @@ def _agent_settings(checkout: Path, repo_url: str | None) -> tuple[str, str, str
     if not remote_url:
         raise RuntimeError("agents exchange outputs through a DVC remote: set one (`dvc remote add -d study <url>`)")
     check_remote(remote_url)
-    return _git(["rev-parse", "HEAD"], checkout), remote_url, repo_url or _git(["remote", "get-url", "origin"], checkout)
+    commit = git(["rev-parse", "HEAD"], checkout).strip()
+    return commit, remote_url, repo_url or git(["remote", "get-url", "origin"], checkout).strip()
 
 
 def main(argv: list[str] | None = None) -> int:

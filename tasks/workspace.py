@@ -16,7 +16,8 @@ from pathlib import Path
 WORKSPACES_ENV = "ALIGNTRAIN_WORKSPACES"
 
 
-def _git(args: list[str], cwd: Path) -> str:
+def git(args: list[str], cwd: Path) -> str:
+    """``git <args>`` in ``cwd``: its output, or RuntimeError with its error."""
     out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise RuntimeError(f"`git {' '.join(args)}` failed in {cwd}: {out.stderr.strip()[-2000:]}")
@@ -53,7 +54,7 @@ class Workspace:
         """The checkout's working tree as it is (tracked and untracked, not ignored files), sharing its cache."""
         checkout = checkout.resolve()
         path = _fresh(cls.folder(checkout / "build" / "workspaces", study_id, stage))
-        files = _git(["ls-files", "-co", "--exclude-standard", "-z"], checkout).split("\0")
+        files = git(["ls-files", "-co", "--exclude-standard", "-z"], checkout).split("\0")
         for name in files:
             source = checkout / name
             if name and source.is_file():  # listed but deleted files are not part of the working tree
@@ -68,15 +69,15 @@ class Workspace:
                  remote_url: str) -> Workspace:
         """A clone of the study's commit on an agent, with the agent's cache and the study's remote."""
         path = _fresh(cls.folder(root, study_id, stage))
-        _git(["clone", "--quiet", "--no-checkout", repo_url, str(path)], root)
-        _git(["checkout", "--quiet", "--detach", commit], path)
+        git(["clone", "--quiet", "--no-checkout", repo_url, str(path)], root)
+        git(["checkout", "--quiet", "--detach", commit], path)
         _use_cache(path, cache_dir, remote_url)
         return cls(path, remote=remote_url)
 
 
 def _commit_snapshot(path: Path) -> None:
     """DVC wants a git repository; the copy gets one commit of its own."""
-    _git(["init", "--quiet"], path)
-    _git(["add", "-A"], path)
-    _git(["-c", "user.name=aligntrain", "-c", "user.email=aligntrain@localhost", "commit", "--quiet",
+    git(["init", "--quiet"], path)
+    git(["add", "-A"], path)
+    git(["-c", "user.name=aligntrain", "-c", "user.email=aligntrain@localhost", "commit", "--quiet",
           "--no-verify", "-m", "workspace snapshot"], path)
