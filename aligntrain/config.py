@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from aligntrain.training.strategies import ObjectiveOptions, get_objective
+from aligntrain.objectives import ObjectiveOptions, get_objective
 
 
 class _Section(BaseModel):
@@ -164,7 +164,7 @@ class Variant(_Section):
     """
 
     model_config = ConfigDict(extra="allow", frozen=True)
-    objective: str = Field(description="Name in aligntrain.training.strategies.OBJECTIVES.")
+    objective: str = Field(description="Name in aligntrain.objectives.OBJECTIVES.")
 
     @property
     def options(self) -> ObjectiveOptions:

@@ -66,8 +66,8 @@ class StudyPaths:
         return self.root / "reports"
 
     def diagnostics(self, name: str) -> Path:
-        """Tables of one diagnostic stage: ``diagnostics/<variant>``, ``diagnostics/oracle_gradient``, ``diagnostics/synthetic``."""
-        return self.root / "diagnostics" / name
+        """Tables of one diagnostic stage: ``diagnoses/<variant>``, ``diagnoses/oracle_gradient``, ``diagnoses/synthetic``."""
+        return self.root / "diagnoses" / name
 
     def diagnostics_metrics(self, name: str) -> Path:
         """Headline numbers of one diagnostic stage, for ``dvc metrics`` and MLflow."""

@@ -43,7 +43,7 @@ from aligntrain.models import build_char_tokenizer, build_tiny_llama
 from aligntrain.problems import get_problem
 from aligntrain.training.rl import RLConfig, StrategyGRPOTrainer, grpo_config, safe_reward_fn, train_rl
 from aligntrain.training.sft import StrategySFTTrainer, train_sft
-from aligntrain.training.strategies import PassAtN
+from aligntrain.objectives import PassAtN
 
 N = 4  # rollouts per prompt (group size) in every RL scenario
 SFT_BATCH, SFT_STEPS, SFT_N = 2, 3, 4

@@ -191,7 +191,7 @@ def _variant_with(objective: str, key: str, value) -> dict:
 
 def _bad_value_cases(cls: type, bad_values: list) -> list:
     from aligntrain.config import Params
-    from aligntrain.training.strategies import OBJECTIVES
+    from aligntrain.objectives import OBJECTIVES
 
     cases = []
     for path, is_list in _fields_of(Params, cls):

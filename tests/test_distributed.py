@@ -41,7 +41,7 @@ import pytest
 import torch
 
 from aligntrain.advantages import RewardHistory, compute_advantages
-from aligntrain.objectives import pass_at_n_weight
+from aligntrain.losses import pass_at_n_weight
 
 pytestmark = pytest.mark.slow
 

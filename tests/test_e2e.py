@@ -70,7 +70,7 @@ def test_diagnostics_and_report(smoke_study):
         for e in summary["efficiency"].values():
             assert e["median_efficiency"] is None or 0.0 <= e["median_efficiency"] <= 1.0
             assert e["median_paper_ratio"] is None or 0.5 <= e["median_paper_ratio"] <= 1.0
-    oracle = pd.read_csv(smoke_study / "diagnostics" / "oracle_gradient" / "summary.csv")
+    oracle = pd.read_csv(smoke_study / "diagnoses" / "oracle_gradient" / "summary.csv")
     assert set(oracle.target) == {"pass", "majority"} and set(oracle.variant) == {"grpo", "rloo"}
     finite = oracle["mean"].dropna()
     assert ((finite >= -1) & (finite <= 1)).all()

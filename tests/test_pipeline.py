@@ -51,7 +51,7 @@ def test_aggregating_stages_depend_on_each_file_not_on_folders():
     stages = pipeline.dvc_pipeline(params)["stages"]
     for name in ("compare", "report"):
         deps = stages[name]["deps"]
-        assert "pools" not in deps and "metrics/per_prompt" not in deps and "diagnostics" not in deps
+        assert "pools" not in deps and "metrics/per_prompt" not in deps and "diagnoses" not in deps
     assert [d for d in stages["compare"]["deps"] if d.startswith("metrics/per_prompt/")] == [
         f"metrics/per_prompt/{v}.parquet" for v in params.run_variants
     ]

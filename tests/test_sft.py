@@ -11,9 +11,9 @@ from datasets import Dataset
 from transformers import TrainerCallback
 
 from aligntrain.config import OptimConfig
-from aligntrain.objectives import majority_weight, pass_at_n_weight
+from aligntrain.losses import majority_weight, pass_at_n_weight
 from aligntrain.training.sft import StrategySFTTrainer, _sft_config, step_seed, train_sft
-from aligntrain.training.strategies import ContrastiveMargin, MajorityVote, ObjectiveOptions, PassAtN
+from aligntrain.objectives import ContrastiveMargin, MajorityVote, ObjectiveOptions, PassAtN
 
 
 def _completion_logp(model, tokenizer, row) -> torch.Tensor:

@@ -4,7 +4,7 @@ Every CAT rule computes a detached per-sample weight w from the test-time
 strategy and multiplies the GRPO-Z advantage of the *raw* rewards:
 ``A_i = w_i · A_i^{GRPO-Z}`` (000 eq. 83). The weight never enters the reward
 before normalisation (000 App. C.1: normalisation would cancel its scale).
-The weight formulas live in :mod:`aligntrain.objectives`; this module chooses
+The weight formulas live in :mod:`aligntrain.losses`; this module chooses
 their inputs (p, q, k) from the rollout group and applies them.
 
 The rules are biased: the weight is CAT's diagonal approximation of the
@@ -30,7 +30,7 @@ from aligntrain.advantages.registry import (
     require_real,
 )
 from aligntrain.advantages.state import RewardHistory
-from aligntrain.objectives import (
+from aligntrain.losses import (
     cat_best_of_n_rl_weight,
     cat_majority_rl_weight,
     cat_pass_at_n_rl_weight,

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 from numpy.typing import ArrayLike
 
-from aligntrain.objectives import cat_pass_at_n_rl_weight, majority_weight, pass_at_n_weight
+from aligntrain.losses import cat_pass_at_n_rl_weight, majority_weight, pass_at_n_weight
 from aligntrain.validation import check_int
 
 __all__ = [
@@ -57,7 +57,7 @@ _NODES_PER_PANEL = 12
 
 
 # ---------------------------------------------------------------------------
-# Weights (the formulas live in aligntrain.objectives)
+# Weights (the formulas live in aligntrain.losses)
 
 
 def _as_tensor(p: ArrayLike) -> torch.Tensor:

@@ -55,7 +55,7 @@ import torch
 from numpy.typing import ArrayLike
 from scipy.special import gammaln, xlogy
 
-from aligntrain.objectives import (
+from aligntrain.losses import (
     cat_best_of_n_rl_weight,
     cat_majority_rl_weight,
     cat_pass_at_n_rl_weight,
@@ -751,7 +751,7 @@ def _selection_surrogate(p: float, n: int, o: _Outcomes, threshold: int | None) 
     return None, float(cat_best_of_n_rl_weight(_as_tensor(below), n, clip=math.inf)), None
 
 
-#: strategy -> (p_t, N, outcomes, threshold) -> (P̃(p_t), P̃′(p_t), SFT weight), from aligntrain.objectives
+#: strategy -> (p_t, N, outcomes, threshold) -> (P̃(p_t), P̃′(p_t), SFT weight), from aligntrain.losses
 _SURROGATES = {"pass": _pass_surrogate, "majority": _majority_surrogate, "best_of_n_selection": _selection_surrogate}
 
 
@@ -769,7 +769,7 @@ def training_weight_comparison(
     """The diagonal training rule's derivative (and SFT weight) against the exact D (and p_t·D/P).
 
     ``threshold`` is majority's k. Exact methods only; weights come from
-    ``aligntrain.objectives`` (pass: ``pass_at_n_weight``; majority: ``majority_weight`` and
+    ``aligntrain.losses`` (pass: ``pass_at_n_weight``; majority: ``majority_weight`` and
     ``majority_loss`` for B; best_of_n_selection: ``cat_best_of_n_rl_weight``).
     """
     if strategy not in _SURROGATES:

@@ -1,4 +1,4 @@
-"""The diagnostic stages (FORMULAS §4–5): each writes tables under ``diagnostics/`` and headline
+"""The diagnostic stages (FORMULAS §4–5): each writes tables under ``diagnoses/`` and headline
 numbers to ``metrics/diagnostics/<name>.json``; the report stage draws the figures.
 
 * ``diagnose@<variant>``: on the variant's test pool — diagonal-approximation efficiency
@@ -61,7 +61,7 @@ def majority_weight_comparison(
     """Per prompt and budget N: CAT's majority SFT weight (a function of p_t alone, k = ⌈ρN⌉)
     next to the exact weight p_t·D/P of the prompt's answer distribution (FORMULAS §4)."""
     from aligntrain.diagnostics.forced_vote import class_distribution, training_weight_comparison
-    from aligntrain.objectives import consensus_threshold
+    from aligntrain.losses import consensus_threshold
 
     records = []
     for prompt_id, group in pool.groupby("prompt_id", sort=True):
@@ -82,7 +82,7 @@ def majority_weight_comparison(
 
 
 def diagnose_variant(params: Params, paths: StudyPaths, variant: str, test_rows: Sequence[dict]) -> dict:
-    """``diagnostics/<variant>/{efficiency,confidence[,tails]}.parquet`` and their headline numbers."""
+    """``diagnoses/<variant>/{efficiency,confidence[,tails]}.parquet`` and their headline numbers."""
     from aligntrain.diagnostics.forced_vote import pool_efficiencies
     from aligntrain.diagnostics.overconfidence import greedy_confidence, reward_distribution, summarize_confidence
     from aligntrain.diagnostics.tails import pool_tail_fits, summarize_tail_fits
@@ -164,7 +164,7 @@ def oracle_rules(params: Params) -> list[tuple[str, str, dict]]:
 
 
 def oracle_gradient(params: Params, paths: StudyPaths, test_rows: Sequence[dict]) -> dict:
-    """``diagnostics/oracle_gradient/{cosines.parquet,summary.csv}``: cos(g_rule(n), g*) per target."""
+    """``diagnoses/oracle_gradient/{cosines.parquet,summary.csv}``: cos(g_rule(n), g*) per target."""
     from aligntrain.diagnostics.oracle_gradient import (
         PromptPool,
         oracle_gradient_study,
@@ -235,7 +235,7 @@ def oracle_gradient(params: Params, paths: StudyPaths, test_rows: Sequence[dict]
 
 
 def synthetic_checks(params: Params, paths: StudyPaths) -> dict:
-    """``diagnostics/synthetic/{bandit,tea_gaussian}.csv``: the checks with known answers (FORMULAS §5)."""
+    """``diagnoses/synthetic/{bandit,tea_gaussian}.csv``: the checks with known answers (FORMULAS §5)."""
     from aligntrain.diagnostics.synthetic import average_over_seeds, run_tang_bandit, run_tea_gaussian
 
     cfg = params.diagnostics.synthetic

@@ -400,7 +400,7 @@ def oracle_section(params: Params, paths: StudyPaths) -> list[str]:
                   "(CAT-RL with empirical p) give GRPO-Z's cosine there."]
     lines += ["", "Rules with state (a reward history, a threshold average) start each group from an empty state, "
               "so CAT's history quantile behaves as its in-batch fallback here. Centred scores (S − S̄) are in "
-              "diagnostics/oracle_gradient/summary.csv.", ""]
+              "diagnoses/oracle_gradient/summary.csv.", ""]
     return lines
 
 

@@ -20,7 +20,7 @@ from aligntrain.models import save_model_and_tokenizer
 from aligntrain.paths import StudyPaths
 from aligntrain.problems import get_problem
 from aligntrain.training.sft import train_sft
-from aligntrain.training.strategies import CrossEntropy, ObjectiveOptions
+from aligntrain.objectives import CrossEntropy, ObjectiveOptions
 
 
 def _checkpoint_dir(paths: StudyPaths, stage: str, *config) -> str:

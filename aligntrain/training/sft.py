@@ -3,7 +3,7 @@
 One function, :func:`train_sft`, runs all three; they differ in the data
 (plain text for pretraining, prompt–completion pairs otherwise) and in the
 objective (token-mean CE, or a sequence-level strategy loss from
-:mod:`aligntrain.training.strategies`).
+:mod:`aligntrain.objectives`).
 
 The strategy losses need the *summed* completion log-probability
 ℓ = log π(y*|x) per sequence (FORMULAS §2). TRL's fused LM head already returns
@@ -31,11 +31,11 @@ from trl import SFTConfig, SFTTrainer
 
 from aligntrain.config import OptimConfig
 from aligntrain.training.schedule import finish_run, last_checkpoint, run_metrics, schedule_arguments
-from aligntrain.training.strategies import CrossEntropy, ObjectiveOptions, ScoredBatch
+from aligntrain.objectives import CrossEntropy, ObjectiveOptions, ScoredBatch
 
 
 class StrategySFTTrainer(SFTTrainer):
-    """``SFTTrainer`` whose loss is a strategy objective (:mod:`aligntrain.training.strategies`).
+    """``SFTTrainer`` whose loss is a strategy objective (:mod:`aligntrain.objectives`).
 
     With ``objective.uses_trl_loss`` (plain CE) it is TRL's trainer unchanged.
     Otherwise each step (gradient accumulation is fixed at 1):

@@ -1,4 +1,4 @@
-"""Tests for aligntrain.objectives against independent references.
+"""Tests for aligntrain.losses against independent references.
 
 References are 60-digit ``decimal.Decimal`` evaluations of the textbook formulas
 (direct binomial sums with exact integer coefficients), written here without the
@@ -26,7 +26,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aligntrain.objectives import (
+from aligntrain.losses import (
     LOGP_POSITIVE_TOLERANCE,
     cat_best_of_n_rl_weight,
     cat_majority_rl_weight,
@@ -722,7 +722,7 @@ def test_value_errors_name_the_argument(call, message: str) -> None:
 
 def test_strategy_losses_refuse_an_infinite_log_probability() -> None:
     """The training path (an objective's loss on a batch's ℓ) stops instead of returning inf."""
-    from aligntrain.training.strategies import get_objective
+    from aligntrain.objectives import get_objective
 
     logp = torch.tensor([-2.0, -math.inf], dtype=torch.float32, requires_grad=True)
     for name, options in [("pass_at_n", {"n": 4}), ("majority", {"n": 4, "k": 2})]:
