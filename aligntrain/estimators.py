@@ -23,7 +23,12 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import ArrayLike
 
-from aligntrain.validation import check_int
+from aligntrain.validation import (
+    check_finite_vector,
+    check_int,
+    check_int_sequence,
+    check_real,
+)
 
 __all__ = [
     "BootstrapResult",
@@ -60,30 +65,12 @@ def _validated_k(k: object, pool_size: int, pool_name: str) -> int:
 
 
 def _validated_ks(ks: Sequence[int], pool_size: int, pool_name: str) -> list[int]:
-    values = np.asarray(ks)
-    if values.ndim != 1 or values.size == 0:
-        raise ValueError(f"ks must be a non-empty sequence of integers, got {ks!r}")
-    # The elements themselves: np.asarray([4, True]) would turn the bool into an int.
-    items = ks.tolist() if isinstance(ks, np.ndarray) else list(ks)
-    return [_validated_k(k, pool_size, pool_name) for k in items]
-
-
-def _finite_vector(values: ArrayLike, name: str) -> np.ndarray:
-    try:
-        array = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"{name} must be numeric: {error}") from None
-    if array.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}")
-    if array.size == 0:
-        raise ValueError(f"{name} must be non-empty")
-    if not np.all(np.isfinite(array)):
-        raise ValueError(f"{name} must be finite (found NaN or inf)")
-    return array
+    budgets = check_int_sequence(ks, "ks", minimum=1, item_name="k")
+    return [_validated_k(k, pool_size, pool_name) for k in budgets]
 
 
 def _paired_vectors(a: ArrayLike, b: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
-    a, b = _finite_vector(a, "a"), _finite_vector(b, "b")
+    a, b = check_finite_vector(a, "a"), check_finite_vector(b, "b")
     if a.shape != b.shape:
         raise ValueError(f"a and b must have the same length, got {a.size} and {b.size}")
     return a, b
@@ -374,7 +361,7 @@ def max_at_k(rewards: ArrayLike, k: int) -> float:
 
 def max_at_k_curve(rewards: ArrayLike, ks: Sequence[int]) -> np.ndarray:
     """``max_at_k`` for every k in ``ks`` (one sort, one O(M) weight vector per k)."""
-    ordered = np.sort(_finite_vector(rewards, "rewards"))
+    ordered = np.sort(check_finite_vector(rewards, "rewards"))
     ks = _validated_ks(ks, ordered.size, "len(rewards)")
     return np.array([ordered[k - 1 :] @ _max_at_k_weights(ordered.size, k) for k in ks])
 
@@ -386,7 +373,7 @@ def grouped_max_at_k(rewards: ArrayLike, k: int) -> float:
     [choice] When k does not divide M, the trailing M mod k rewards are dropped so
     that every group has exactly k members (TEA only reports budgets dividing M).
     """
-    values = _finite_vector(rewards, "rewards")
+    values = check_finite_vector(rewards, "rewards")
     k = _validated_k(k, values.size, "len(rewards)")
     n_groups = values.size // k
     return float(values[: n_groups * k].reshape(n_groups, k).max(axis=1).mean())
@@ -423,7 +410,7 @@ class WinTieLoss:
 def mean_and_stderr(scores: ArrayLike) -> tuple[float, float]:
     """Mean of per-prompt scores and its standard error std(ddof=1)/sqrt(P), as 000
     reports them; the standard error of a single prompt is 0."""
-    values = _finite_vector(scores, "scores")
+    values = check_finite_vector(scores, "scores")
     if values.size == 1:
         return float(values[0]), 0.0
     return float(values.mean()), float(values.std(ddof=1) / math.sqrt(values.size))
@@ -445,8 +432,7 @@ def paired_bootstrap(
     """
     a, b = _paired_vectors(a, b)
     n_resamples = check_int(n_resamples, "n_resamples", minimum=1)
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    check_real(confidence, "confidence", low=0, high=1, low_open=True, high_open=True)
     differences = a - b
     generator = np.random.default_rng(seed)
     resampled_means = np.empty(n_resamples)
@@ -469,8 +455,7 @@ def paired_bootstrap(
 def win_tie_loss(a: ArrayLike, b: ArrayLike, tol: float = 1e-8) -> WinTieLoss:
     """Per-prompt comparison of a with b (004 App. B.2): tie when |a − b| <= tol."""
     a, b = _paired_vectors(a, b)
-    if not (math.isfinite(tol) and tol >= 0.0):
-        raise ValueError(f"tol must be finite and >= 0, got {tol}")
+    check_real(tol, "tol", low=0, finite=True)
     differences = a - b
     wins = int(np.count_nonzero(differences > tol))
     losses = int(np.count_nonzero(differences < -tol))

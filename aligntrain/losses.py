@@ -29,13 +29,16 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 from fractions import Fraction
 
+import numpy as np
 import torch
 import torch.nn.functional as functional
+from numpy.typing import ArrayLike
 from torch import Tensor
 
-from aligntrain.validation import check_int
+from aligntrain.validation import check_int, check_real
 
 __all__ = [
     "LOGP_POSITIVE_TOLERANCE",
@@ -79,27 +82,6 @@ _RIVAL_SAMPLING_ROWS = 1024
 # Validation and dtypes
 
 
-def _check_budget(n: object) -> int:
-    return check_int(n, "n", minimum=1)
-
-
-def _check_real(value: object, name: str) -> float:
-    """A real number, not NaN (inf allowed)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, Fraction)):
-        raise ValueError(f"{name} must be a real number, got {value!r}")
-    number = float(value)
-    if math.isnan(number):
-        raise ValueError(f"{name} must not be NaN")
-    return number
-
-
-def _check_positive_float(value: object, name: str) -> float:
-    number = _check_real(value, name)
-    if number <= 0:
-        raise ValueError(f"{name} must be > 0, got {value!r}")
-    return number
-
-
 def _compute_dtype(device: torch.device) -> torch.dtype:
     return torch.float32 if device.type == "mps" else torch.float64
 
@@ -108,12 +90,19 @@ def _result_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.promote_types(dtype, torch.float32)
 
 
-def _as_tensor(value: Tensor | float, name: str) -> Tensor:
+def as_tensor(value: Tensor | ArrayLike, name: str) -> Tensor:
+    """``value`` as a tensor: a tensor as it is; a real number, or an array of them (numpy
+    array, list), as a new float64 tensor (a copy: read-only arrays are fine).
+
+    The one conversion for the formulas here and their callers (the diagnostics). Bools,
+    strings and other objects raise ValueError naming ``name``.
+    """
     if isinstance(value, Tensor):
         return value
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name} must be a tensor or a real number, got {type(value).__name__}")
-    return torch.tensor(float(value), dtype=torch.float64)
+    array = np.asarray(value)
+    if array.dtype.kind not in "iuf":  # integers and floats; not bools, strings or objects
+        raise ValueError(f"{name} must be a tensor, a real number or an array of them, got {type(value).__name__}")
+    return torch.tensor(array, dtype=torch.float64)
 
 
 def _check_no_nan(value: Tensor, name: str) -> None:
@@ -127,7 +116,7 @@ def _check_logp(logp: Tensor | float, name: str = "logp") -> Tensor:
     ℓ must be finite and <= 0 (up to the rounding tolerance); NaN, −inf and a
     positive ℓ raise ValueError naming ``name``.
     """
-    logp = _as_tensor(logp, name)
+    logp = as_tensor(logp, name)
     if not logp.is_floating_point():
         raise ValueError(f"{name} must be a floating-point tensor, got {logp.dtype}")
     # One reduction and one host sync for valid input (the training path); the
@@ -154,7 +143,7 @@ def _clamp_rounding(logp: Tensor) -> Tensor:
 
 def _check_probability(p: Tensor | float, name: str) -> Tensor:
     """Validated, detached probability in the compute dtype."""
-    p = _as_tensor(p, name).detach()
+    p = as_tensor(p, name).detach()
     _check_no_nan(p, name)
     if p.numel() and bool(((p < 0) | (p > 1)).any()):
         raise ValueError(f"{name} must lie in [0, 1], got values in [{p.min().item():.6g}, {p.max().item():.6g}]")
@@ -252,7 +241,7 @@ def pass_at_n_loss(logp: Tensor, n: int) -> Tensor:
     (−1 for N = 1, else 0). Each torch.where branch is evaluated on a safe input
     where it is not selected, so no inf/NaN reaches the gradient.
     """
-    n = _check_budget(n)
+    n = check_int(n, "n", minimum=1)
     logp_c = _check_logp(logp)
     tiny = logp_c < math.log(torch.finfo(logp_c.dtype).eps) - math.log(n)
     certain = logp_c == 0
@@ -291,8 +280,8 @@ def pass_at_n_weight(p: Tensor | float, n: int) -> Tensor:
     F(N, 0) = 1, F(1, p) = 1, F decreases in p, F(N, 1) = 0 for N > 1. Stable
     from p = 0 to p = 1 (see ``_pass_at_n_weight``). Detached.
     """
-    n = _check_budget(n)
-    p_in = _as_tensor(p, "p")
+    n = check_int(n, "n", minimum=1)
+    p_in = as_tensor(p, "p")
     p_c = _check_probability(p_in, "p")
     with torch.no_grad():
         return _pass_at_n_weight(torch.log1p(-p_c), n).to(_result_dtype(p_in.dtype))
@@ -305,8 +294,8 @@ def pass_at_n_weight_from_logp(logp: Tensor | float, n: int) -> Tensor:
     from log1mexp(ℓ), which keeps 1 − p to full relative precision where
     rounding p = e^ℓ would not. Detached.
     """
-    n = _check_budget(n)
-    logp_in = _as_tensor(logp, "logp")
+    n = check_int(n, "n", minimum=1)
+    logp_in = as_tensor(logp, "logp")
     logp_c = _check_logp(logp_in).detach()
     with torch.no_grad():
         return _pass_at_n_weight(_log1mexp(logp_c), n).to(_result_dtype(logp_in.dtype))
@@ -322,10 +311,10 @@ def consensus_threshold(n: int, fraction: float) -> int:
     ρ is read as the decimal it prints as (0.1 is 1/10), so ⌈0.1·30⌉ = 3, not
     the 4 that binary floating point gives. 000 I.4: ρ = 0.4, N = 64 → 26 votes.
     """
-    n = _check_budget(n)
-    if not 0 < _check_real(fraction, "fraction") <= 1:
-        raise ValueError(f"fraction must lie in (0, 1], got {fraction!r}")
-    rho = Fraction(repr(fraction)) if isinstance(fraction, float) else Fraction(fraction)
+    n = check_int(n, "n", minimum=1)
+    check_real(fraction, "fraction", low=0, high=1, low_open=True)
+    # A float (numpy's included) as the decimal Python prints for it; an int or Fraction exactly.
+    rho = Fraction(fraction) if isinstance(fraction, numbers.Rational) else Fraction(repr(float(fraction)))
     return min(n, max(1, math.ceil(rho * n)))
 
 
@@ -365,7 +354,7 @@ def majority_loss(logp: Tensor, n: int, k: int) -> Tensor:
     input where it is not selected: the factored sum is finite at any finite
     ℓ < 0, and at p* itself P[Bin < k] is about 1/2, safely below 1.
     """
-    n = _check_budget(n)
+    n = check_int(n, "n", minimum=1)
     if isinstance(k, Tensor):
         raise ValueError("k must be an int for majority_loss (per-row thresholds are for the weights)")
     logp_c = _check_logp(logp)
@@ -406,8 +395,8 @@ def majority_weight(p: Tensor | float, n: int, k: int | Tensor) -> Tensor:
     the 1/B; eq. 16 keeps them, as here.) k may be per-row: see
     ``_check_threshold``. Detached.
     """
-    n = _check_budget(n)
-    p_in = _as_tensor(p, "p")
+    n = check_int(n, "n", minimum=1)
+    p_in = as_tensor(p, "p")
     p_c = _check_probability(p_in, "p")
     k_tensor = _check_threshold(k, n, p_c.shape, p_c.device)
     with torch.no_grad():
@@ -416,8 +405,8 @@ def majority_weight(p: Tensor | float, n: int, k: int | Tensor) -> Tensor:
 
 def majority_weight_from_logp(logp: Tensor | float, n: int, k: int | Tensor) -> Tensor:
     """``majority_weight`` at p = e^ℓ, from ℓ (keeps 1 − p accurate near p = 1). Detached."""
-    n = _check_budget(n)
-    logp_in = _as_tensor(logp, "logp")
+    n = check_int(n, "n", minimum=1)
+    logp_in = as_tensor(logp, "logp")
     logp_c = _check_logp(logp_in).detach()
     k_tensor = _check_threshold(k, n, logp_c.shape, logp_c.device)
     with torch.no_grad():
@@ -437,9 +426,7 @@ def dco_keep_mask(weights: Tensor, eps: float = 0.01) -> Tensor:
     if not isinstance(weights, Tensor):
         raise ValueError("weights must be a tensor")
     _check_no_nan(weights, "weights")
-    eps = _check_real(eps, "eps")
-    if eps < 0:
-        raise ValueError(f"eps must be >= 0, got {eps!r}")
+    eps = check_real(eps, "eps", low=0)
     return weights >= eps
 
 
@@ -551,9 +538,7 @@ def contrastive_hybrid_loss(token_ce: Tensor, margin: Tensor, mix: float = 0.5) 
     token_ce is the per-sequence token-mean cross-entropy and margin the output
     of ``contrastive_margin_loss``, both of shape (B,).
     """
-    mix = _check_real(mix, "mix")
-    if not 0.0 <= mix <= 1.0:
-        raise ValueError(f"mix must lie in [0, 1], got {mix!r}")
+    mix = check_real(mix, "mix", low=0, high=1)
     if token_ce.shape != margin.shape:
         raise ValueError(f"token_ce and margin must have the same shape, got {tuple(token_ce.shape)} and {tuple(margin.shape)}")
     return (1.0 - mix) * token_ce + mix * margin
@@ -602,7 +587,7 @@ def dynamic_majority_threshold(n: int, c_max: int | Tensor, group_size: int) -> 
     rollouts. For N = 1 the result is 1 [choice: the formula's floor of 2
     would exceed N]. Returns an int for an int c_max, a long tensor otherwise.
     """
-    n = _check_budget(n)
+    n = check_int(n, "n", minimum=1)
     group_size = check_int(group_size, "group_size", minimum=1)
     strict_majority = n // 2 + 1
     if isinstance(c_max, Tensor):
@@ -627,9 +612,9 @@ def cat_pass_at_n_rl_weight(p: Tensor, n: int, log_weighted: bool = False, clip:
     SFT weight, which trades the raw weight's N² variance for an attenuation
     bias on hard prompts (000 App. B.7.1).
     """
-    n = _check_budget(n)
-    clip = _check_positive_float(clip, "clip")
-    p_in = _as_tensor(p, "p")
+    n = check_int(n, "n", minimum=1)
+    clip = check_real(clip, "clip", low=0, low_open=True)
+    p_in = as_tensor(p, "p")
     p_c = _check_probability(p_in, "p")
     with torch.no_grad():
         log_q = torch.log1p(-p_c)
@@ -646,9 +631,9 @@ def cat_majority_rl_weight(
     the SFT weight ``majority_weight``. k may be per-row (a dynamic threshold per
     prompt from ``dynamic_majority_threshold``): see ``_check_threshold``.
     """
-    n = _check_budget(n)
-    clip = _check_positive_float(clip, "clip")
-    p_in = _as_tensor(p, "p")
+    n = check_int(n, "n", minimum=1)
+    clip = check_real(clip, "clip", low=0, low_open=True)
+    p_in = as_tensor(p, "p")
     p_c = _check_probability(p_in, "p")
     k_tensor = _check_threshold(k, n, p_c.shape, p_c.device)
     with torch.no_grad():
@@ -667,9 +652,9 @@ def cat_best_of_n_rl_weight(q: Tensor, n: int, clip: float = 50.0) -> Tensor:
     q is the estimated probability that another sample scores strictly lower
     (in-batch rank, eq. 108, or a reward history, eqs. 80, 105).
     """
-    n = _check_budget(n)
-    clip = _check_positive_float(clip, "clip")
-    q_in = _as_tensor(q, "q")
+    n = check_int(n, "n", minimum=1)
+    clip = check_real(clip, "clip", low=0, low_open=True)
+    q_in = as_tensor(q, "q")
     q_c = _check_probability(q_in, "q")
     with torch.no_grad():
         weight = _power_weight(torch.log(q_c), n)

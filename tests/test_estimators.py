@@ -336,7 +336,7 @@ def test_win_tie_loss_counts():
         (lambda: mean_and_stderr([1.0, float("nan")]), "scores must be finite"),
         (lambda: paired_bootstrap([1.0, 2.0], [1.0]), "a and b must have the same length"),
         (lambda: paired_bootstrap([1.0, float("inf")], [1.0, 2.0]), "a must be finite"),
-        (lambda: paired_bootstrap([1.0], [1.0], confidence=1.5), "confidence must be in"),
+        (lambda: paired_bootstrap([1.0], [1.0], confidence=1.5), "confidence must lie in"),
         (lambda: paired_bootstrap([1.0], [1.0], n_resamples=0), "n_resamples must be >= 1"),
         (lambda: win_tie_loss([1.0, 2.0], [1.0]), "a and b must have the same length"),
         (lambda: win_tie_loss([1.0], [float("nan")]), "b must be finite"),

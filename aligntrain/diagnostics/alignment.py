@@ -30,11 +30,10 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 import numpy as np
-import torch
 from numpy.typing import ArrayLike
 
 from aligntrain.losses import cat_pass_at_n_rl_weight, majority_weight, pass_at_n_weight
-from aligntrain.validation import check_int
+from aligntrain.validation import check_int, check_int_sequence
 
 __all__ = [
     "WeightFunction",
@@ -60,10 +59,6 @@ _NODES_PER_PANEL = 12
 # Weights (the formulas live in aligntrain.losses)
 
 
-def _as_tensor(p: ArrayLike) -> torch.Tensor:
-    return torch.tensor(np.asarray(p, dtype=np.float64))  # a copy: the quadrature nodes are read-only
-
-
 def pass_at_n_weight_function(n: int) -> WeightFunction:
     """p ↦ F(n, p) = n p (1−p)^{n−1}/(1 − (1−p)^n) (``objectives.pass_at_n_weight``; FORMULAS §2).
 
@@ -71,7 +66,7 @@ def pass_at_n_weight_function(n: int) -> WeightFunction:
     convention, the pass@k test weight at n = k.
     """
     n = check_int(n, "n", minimum=1)
-    return lambda p: pass_at_n_weight(_as_tensor(p), n).numpy()
+    return lambda p: pass_at_n_weight(p, n).numpy()
 
 
 def pass_at_k_probability_weight(k: int) -> WeightFunction:
@@ -83,7 +78,7 @@ def pass_at_k_probability_weight(k: int) -> WeightFunction:
     k = check_int(k, "k", minimum=1)
 
     def weight(p: np.ndarray) -> np.ndarray:
-        return np.asarray(p, dtype=np.float64) * cat_pass_at_n_rl_weight(_as_tensor(p), k, clip=math.inf).numpy()
+        return np.asarray(p, dtype=np.float64) * cat_pass_at_n_rl_weight(p, k, clip=math.inf).numpy()
 
     return weight
 
@@ -94,7 +89,7 @@ def majority_weight_function(n: int, k: int) -> WeightFunction:
     k = check_int(k, "k", minimum=1)
     if k > n:
         raise ValueError(f"k must be <= n = {n}, got {k}")
-    return lambda p: majority_weight(_as_tensor(p), n, k).numpy()
+    return lambda p: majority_weight(p, n, k).numpy()
 
 
 # ---------------------------------------------------------------------------
@@ -181,9 +176,7 @@ def pass_at_n_alignment(
 
 
 def _check_budgets(ks: Sequence[int]) -> list[int]:
-    if isinstance(ks, (str, bytes)) or len(ks) == 0:
-        raise ValueError(f"ks must be a non-empty sequence of integers, got {ks!r}")
-    budgets = [check_int(k, "ks", minimum=1) for k in ks]
+    budgets = check_int_sequence(ks, "ks", minimum=1)
     if any(later <= earlier for earlier, later in zip(budgets, budgets[1:])):
         raise ValueError(f"ks must be strictly increasing, got {budgets}")
     return budgets

@@ -56,6 +56,7 @@ from numpy.typing import ArrayLike
 from scipy.special import gammaln, xlogy
 
 from aligntrain.losses import (
+    as_tensor,
     cat_best_of_n_rl_weight,
     cat_majority_rl_weight,
     cat_pass_at_n_rl_weight,
@@ -64,7 +65,7 @@ from aligntrain.losses import (
     pass_at_n_loss,
     pass_at_n_weight,
 )
-from aligntrain.validation import check_int
+from aligntrain.validation import check_finite_vector, check_int, check_int_sequence
 
 __all__ = [
     "AUTO_EXACT_MAJORITY_MAX_BUDGET",
@@ -108,14 +109,9 @@ _PROBABILITY_SUM_TOLERANCE = 1e-9
 
 
 def _check_probs(probs: ArrayLike) -> np.ndarray:
-    try:
-        array = np.asarray(probs, dtype=np.float64)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"probs must be numeric: {error}") from None
-    if array.ndim != 1 or array.size == 0:
-        raise ValueError(f"probs must be a non-empty one-dimensional array, got shape {array.shape}")
-    if not np.all(np.isfinite(array)) or np.any(array < 0):
-        raise ValueError("probs must be finite and >= 0")
+    array = check_finite_vector(probs, "probs")
+    if np.any(array < 0):
+        raise ValueError("probs must be >= 0")
     total = array.sum()
     if abs(total - 1.0) > _PROBABILITY_SUM_TOLERANCE:
         raise ValueError(f"probs must sum to 1 (within {_PROBABILITY_SUM_TOLERANCE:g}), got {total!r}")
@@ -164,12 +160,9 @@ def _outcomes(
     p = _check_probs(probs)
     reward_values = None
     if rewards is not None:
-        try:
-            reward_values = np.asarray(rewards, dtype=np.float64)
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"rewards must be numeric: {error}") from None
-        if reward_values.shape != p.shape or not np.all(np.isfinite(reward_values)):
-            raise ValueError(f"rewards must be finite, one per outcome (length {p.size}), got {rewards!r}")
+        reward_values = check_finite_vector(rewards, "rewards")
+        if reward_values.shape != p.shape:
+            raise ValueError(f"rewards must have one value per outcome (length {p.size}), got {rewards!r}")
     return _Outcomes(
         probs=p,
         target=_check_target(target, p.size),
@@ -728,27 +721,23 @@ class WeightComparison:
     exact_weight: float
 
 
-def _as_tensor(p: float) -> torch.Tensor:
-    return torch.tensor(p, dtype=torch.float64)
-
-
 def _pass_surrogate(p: float, n: int, o: _Outcomes, threshold: int | None) -> tuple[float, float, float]:
-    value = math.exp(-float(pass_at_n_loss(torch.log(_as_tensor(p)), n)))
-    derivative = float(cat_pass_at_n_rl_weight(_as_tensor(p), n, clip=math.inf))
-    return value, derivative, float(pass_at_n_weight(_as_tensor(p), n))
+    value = math.exp(-float(pass_at_n_loss(torch.log(as_tensor(p, "p")), n)))
+    derivative = float(cat_pass_at_n_rl_weight(p, n, clip=math.inf))
+    return value, derivative, float(pass_at_n_weight(p, n))
 
 
 def _majority_surrogate(p: float, n: int, o: _Outcomes, threshold: int | None) -> tuple[float, float, float]:
     if threshold is None:
         raise ValueError("threshold (the vote count k of B(p) = P[Bin(N, p) >= k]) is required for 'majority'")
-    value = math.exp(-float(majority_loss(torch.log(_as_tensor(p)), n, threshold)))
-    derivative = float(cat_majority_rl_weight(_as_tensor(p), n, threshold, clip=math.inf))
-    return value, derivative, float(majority_weight(_as_tensor(p), n, threshold))
+    value = math.exp(-float(majority_loss(torch.log(as_tensor(p, "p")), n, threshold)))
+    derivative = float(cat_majority_rl_weight(p, n, threshold, clip=math.inf))
+    return value, derivative, float(majority_weight(p, n, threshold))
 
 
 def _selection_surrogate(p: float, n: int, o: _Outcomes, threshold: int | None) -> tuple[None, float, None]:
     below = float(o.probs[o.rewards < o.rewards[o.target]].sum())
-    return None, float(cat_best_of_n_rl_weight(_as_tensor(below), n, clip=math.inf)), None
+    return None, float(cat_best_of_n_rl_weight(below, n, clip=math.inf)), None
 
 
 #: strategy -> (p_t, N, outcomes, threshold) -> (P̃(p_t), P̃′(p_t), SFT weight), from aligntrain.losses
@@ -846,9 +835,7 @@ def class_distribution(answer_classes: Sequence[Hashable | None], gold_class: Ha
 
 def reward_distribution(rewards: ArrayLike) -> EmpiricalDistribution:
     """Empirical distribution over the distinct reward values (ascending); target = the top one."""
-    values = np.asarray(rewards, dtype=np.float64)
-    if values.ndim != 1 or values.size == 0 or not np.all(np.isfinite(values)):
-        raise ValueError("rewards must be a non-empty one-dimensional array of finite numbers")
+    values = check_finite_vector(rewards, "rewards")
     distinct, sample_outcomes, counts = np.unique(values, return_inverse=True, return_counts=True)
     ones = np.ones(distinct.size, dtype=bool)
     return EmpiricalDistribution(
@@ -940,9 +927,7 @@ def pool_efficiencies(
     missing = {"prompt_id", "answer_class", "correct", "reward"} - set(pool.columns)
     if missing:
         raise ValueError(f"pool is missing columns {sorted(missing)}")
-    if isinstance(budgets, (str, bytes)) or len(budgets) == 0:
-        raise ValueError(f"budgets must be a non-empty sequence of integers, got {budgets!r}")
-    budgets = [check_int(b, "budgets", minimum=1) for b in budgets]
+    budgets = check_int_sequence(budgets, "budgets", minimum=1)
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
     rule, reader = STRATEGIES[strategy], POOL_STRATEGIES[strategy]
