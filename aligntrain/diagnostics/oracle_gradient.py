@@ -31,7 +31,6 @@ Choices where the spec is silent are marked *[choice]* in the docstrings.
 from __future__ import annotations
 
 import math
-import numbers
 import warnings
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -53,6 +52,13 @@ from aligntrain.advantages import (
 )
 from aligntrain.diagnostics import forced_vote
 from aligntrain.estimators import mean_and_stderr
+from aligntrain.validation import (
+    check_finite_vector,
+    check_int,
+    check_int_sequence,
+    check_probability,
+    is_int,
+)
 
 __all__ = [
     "COSINE_COLUMNS",
@@ -73,29 +79,11 @@ __all__ = [
 ]
 
 
-# --------------------------------------------------------------------------- input checks
-
-
-def _budget(n: Any, name: str = "n") -> int:
-    if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"{name} (test-time budget N) must be an integer >= 1, got {n!r}")
-    return int(n)
-
-
-def _finite_vector(values: ArrayLike, name: str) -> np.ndarray:
-    try:
-        array = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"{name} must be numeric: {error}") from None
-    if array.ndim != 1 or array.size == 0:
-        raise ValueError(f"{name} must be a non-empty one-dimensional array, got shape {array.shape}")
-    if not np.all(np.isfinite(array)):
-        raise ValueError(f"{name} must be finite (found NaN or inf)")
-    return array
+# --------------------------------------------------------------------------- input checks (aligntrain.validation)
 
 
 def _binary_vector(values: ArrayLike, name: str) -> np.ndarray:
-    array = _finite_vector(values, name)
+    array = check_finite_vector(values, name)
     if not np.all((array == 0) | (array == 1)):
         raise ValueError(f"{name} must be binary (booleans or 0/1)")
     return array.astype(bool)
@@ -111,9 +99,9 @@ def best_of_n_value(rewards: ArrayLike, n: int) -> float:
     evaluation estimator ``aligntrain.estimators.max_at_k`` (without replacement).
     The formula's one home is ``forced_vote``'s best-of-N strategy.
     """
-    r = _finite_vector(rewards, "rewards")
+    r = check_finite_vector(rewards, "rewards")
     dist = forced_vote.reward_distribution(r)
-    return forced_vote.strategy_value(dist.probs, _budget(n), "best_of_n", rewards=dist.rewards)
+    return forced_vote.strategy_value(dist.probs, check_int(n, "n", minimum=1), "best_of_n", rewards=dist.rewards)
 
 
 def best_of_n_oracle_advantage(rewards: ArrayLike, n: int) -> np.ndarray:
@@ -127,8 +115,8 @@ def best_of_n_oracle_advantage(rewards: ArrayLike, n: int) -> np.ndarray:
     shifted by their maximum first (A* is shift-invariant), so a large common
     offset costs no precision in the difference.
     """
-    r = _finite_vector(rewards, "rewards")
-    n = _budget(n)
+    r = check_finite_vector(rewards, "rewards")
+    n = check_int(n, "n", minimum=1)
     dist = forced_vote.reward_distribution(r - r.max())
     kwargs = {"rewards": dist.rewards, "method": "exact"}
     sensitivities = forced_vote.forced_vote_sensitivities(dist.probs, n, "best_of_n", **kwargs)
@@ -143,10 +131,8 @@ def pass_at_n_sensitivities(success_rate: float, n: int) -> tuple[float, float]:
     succeeds, so a_correct = N; a wrong one needs one of the other N−1 draws correct,
     so a_wrong = N·(1 − (1 − p)^{N−1}).
     """
-    n = _budget(n)
-    if not (isinstance(success_rate, numbers.Real) and 0.0 <= success_rate <= 1.0):
-        raise ValueError(f"success_rate must be a real number in [0, 1], got {success_rate!r}")
-    all_others_wrong = (1.0 - float(success_rate)) ** (n - 1)
+    n = check_int(n, "n", minimum=1)
+    all_others_wrong = (1.0 - check_probability(success_rate, "success_rate")) ** (n - 1)
     return n * (1.0 - all_others_wrong), float(n)
 
 
@@ -160,7 +146,7 @@ def pass_at_n_oracle_advantage(correct: ArrayLike, n: int) -> np.ndarray:
     the *direction* of g* does not depend on N for binary rewards; only its size does.
     """
     is_correct = _binary_vector(correct, "correct")
-    n = _budget(n)
+    n = check_int(n, "n", minimum=1)
     p = float(is_correct.mean())
     q = 1.0 - p
     return np.where(is_correct, n * q**n, -n * p * q ** (n - 1))
@@ -182,17 +168,15 @@ def forced_vote_oracle_advantage(
     approximately.
     """
     classes = np.asarray(class_index_per_sample)
-    sensitivities = _finite_vector(class_sensitivities, "class_sensitivities")
-    n = _budget(n)
+    sensitivities = check_finite_vector(class_sensitivities, "class_sensitivities")
+    n = check_int(n, "n", minimum=1)
     if classes.ndim != 1 or classes.size == 0 or not np.issubdtype(classes.dtype, np.integer):
         raise ValueError("class_index_per_sample must be a non-empty one-dimensional integer array")
     if classes.min() < 0 or classes.max() >= sensitivities.size:
         raise ValueError(
             f"class_index_per_sample must lie in [0, len(class_sensitivities) = {sensitivities.size})"
         )
-    if not (isinstance(value, numbers.Real) and 0.0 <= value <= 1.0):
-        raise ValueError(f"value (the success probability P) must be in [0, 1], got {value!r}")
-    return sensitivities[classes] - n * float(value)
+    return sensitivities[classes] - n * check_probability(value, "value")
 
 
 #: Majority vote is one forced-vote strategy; the lead wires its a_j from ``forced_vote``.
@@ -252,7 +236,7 @@ def _token_sequences(
 def _split_layers(model: Any, layer: int) -> tuple[Any, list[Any]]:
     """The differentiated decoder layer and the layers above it."""
     layers = list(model.get_decoder().layers)
-    if not isinstance(layer, numbers.Integral) or not -len(layers) <= layer < len(layers):
+    if not is_int(layer) or not -len(layers) <= layer < len(layers):
         raise ValueError(
             f"layer must be an integer index into the model's {len(layers)} decoder layers, got {layer!r}"
         )
@@ -303,8 +287,7 @@ def last_block_scores(
         raise ValueError("completions must be non-empty")
     if any(len(c) == 0 for c in completions):
         raise ValueError("completions must each hold at least one token id (EOS included)")
-    if not isinstance(batch_size, numbers.Integral) or batch_size < 1:
-        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+    batch_size = check_int(batch_size, "batch_size", minimum=1)
     prompt_ids = _token_sequences(tokenizer, prompts, len(completions))
     block, above = _split_layers(model, layer)
     decoder, head = model.get_decoder(), model.get_output_embeddings()
@@ -517,8 +500,8 @@ def oracle_gradient_cosines(
     objective has E[g] = g* exactly. g* itself is the same either way.
     """
     gram = np.asarray(gram, dtype=np.float64)
-    oracle = _finite_vector(oracle_adv, "oracle_adv")
-    reward_vector = _finite_vector(rewards, "rewards")
+    oracle = check_finite_vector(oracle_adv, "oracle_adv")
+    reward_vector = check_finite_vector(rewards, "rewards")
     pool_size = reward_vector.size
     if gram.shape != (pool_size, pool_size) or not np.all(np.isfinite(gram)):
         raise ValueError(f"gram must be a finite ({pool_size}, {pool_size}) matrix, got shape {gram.shape}")
@@ -526,15 +509,14 @@ def oracle_gradient_cosines(
         raise ValueError(f"oracle_adv must have one value per pool item ({pool_size}), got {oracle.size}")
     if answers is not None and len(answers) != pool_size:
         raise ValueError(f"answers must have one entry per pool item ({pool_size}), got {len(answers)}")
-    logp_vector = None if logps is None else _finite_vector(logps, "logps")
+    logp_vector = None if logps is None else check_finite_vector(logps, "logps")
     if logp_vector is not None and logp_vector.size != pool_size:
         raise ValueError(f"logps must have one value per pool item ({pool_size}), got {logp_vector.size}")
     for n in group_sizes:
-        if not isinstance(n, numbers.Integral) or n < 2 or (not replace and n > pool_size):
-            limit = "" if replace else f" and <= the pool size {pool_size} (replace=False)"
-            raise ValueError(f"group_sizes must be integers >= 2{limit}, got {n!r}")
-    if not seeds or any(not isinstance(s, numbers.Integral) or s < 0 for s in seeds):
-        raise ValueError(f"seeds must be a non-empty sequence of integers >= 0, got {seeds!r}")
+        check_int(n, "group_sizes", minimum=2)
+        if not replace and n > pool_size:
+            raise ValueError(f"group_sizes must be <= the pool size {pool_size} (replace=False), got {n!r}")
+    check_int_sequence(seeds, "seeds", minimum=0)
     for rule, options in rules:
         get_rule(rule).resolve_options(options)  # an unknown rule or option name is a caller bug: raise
 

@@ -69,6 +69,7 @@ from torch import Tensor
 
 from aligntrain.advantages import compute_advantages, expected_max_standard_normal
 from aligntrain.io import atomic_path
+from aligntrain.validation import check_int, check_int_sequence, check_real
 
 # =========================================================================== Tang bandit
 
@@ -161,16 +162,8 @@ def bandit_method(method: str) -> BanditMethod:
         raise ValueError(f"method must be one of {sorted(BANDIT_METHODS)}, got {method!r}") from None
 
 
-def _check_positive_int(name: str, value: Any, low: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    return int(value)
-
-
 def _check_seeds(seeds: Sequence[int]) -> list[int]:
-    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence) or len(seeds) == 0:
-        raise ValueError(f"seeds must be a non-empty sequence of integers, got {seeds!r}")
-    values = [_check_positive_int("seeds", s, 0) for s in seeds]
+    values = check_int_sequence(seeds, "seeds", minimum=0)
     if len(set(values)) != len(values):
         raise ValueError(f"seeds must be distinct, got {seeds!r}")
     return values
@@ -190,12 +183,11 @@ def run_tang_bandit(
     Returns a tidy frame with columns method, step, seed, mean_reward, pass_at_k,
     kl: one row per method, seed and step 0..steps (step t = after t updates).
     """
-    num_actions = _check_positive_int("num_actions", num_actions, 2)
-    k = _check_positive_int("k", k, 2)
-    steps = _check_positive_int("steps", steps, 0)
+    num_actions = check_int(num_actions, "num_actions", minimum=2)
+    k = check_int(k, "k", minimum=2)
+    steps = check_int(steps, "steps", minimum=0)
     seed_list = _check_seeds(seeds)
-    if isinstance(learning_rate, bool) or not isinstance(learning_rate, (int, float)) or not learning_rate > 0:
-        raise ValueError(f"learning_rate must be a positive real number, got {learning_rate!r}")
+    check_real(learning_rate, "learning_rate", low=0, low_open=True)
     if update not in BANDIT_UPDATES:
         raise ValueError(f"update must be one of {list(BANDIT_UPDATES)}, got {update!r}")
     if isinstance(methods, (str, bytes)) or len(methods) == 0:
@@ -384,15 +376,12 @@ def run_tea_gaussian(
     of the covariance), rel_std (√variance/‖∇‖), mse (bias² + variance) and
     mse_batch_B = bias² + variance/B for each B in ``prompt_batches``.
     """
-    sizes = [_check_positive_int("group_sizes", n, 2) for n in group_sizes]
-    if not sizes:
-        raise ValueError("group_sizes must be non-empty")
-    repetitions = _check_positive_int("repetitions", repetitions, 2)
-    chunk_size = _check_positive_int("chunk_size", chunk_size, 1)
-    n_target = _check_positive_int("n_target", n_target, 1)
-    batches = [_check_positive_int("prompt_batches", b, 1) for b in prompt_batches]
-    if not (isinstance(sigma, (int, float)) and sigma > 0):
-        raise ValueError(f"sigma must be a positive real number, got {sigma!r}")
+    sizes = check_int_sequence(group_sizes, "group_sizes", minimum=2)
+    repetitions = check_int(repetitions, "repetitions", minimum=2)
+    chunk_size = check_int(chunk_size, "chunk_size", minimum=1)
+    n_target = check_int(n_target, "n_target", minimum=1)
+    batches = [check_int(b, "prompt_batches", minimum=1) for b in prompt_batches]
+    check_real(sigma, "sigma", low=0, low_open=True)
     if not variants:
         raise ValueError("variants must name at least one estimator")
     truth = np.array(best_of_n_gaussian_gradient(n_target, sigma))

@@ -41,6 +41,7 @@ from scipy import special
 
 from aligntrain.advantages.tea import tail_count
 from aligntrain.io import atomic_path
+from aligntrain.validation import check_finite_vector, check_int, check_real
 
 #: default tail mass α: TEA's default (FORMULAS §3); the paper's fitting range was lost
 DEFAULT_TAIL_FRACTION = 0.25
@@ -61,28 +62,6 @@ class QQTailFit:
     num_samples: int  #: M
 
 
-def check_tail_fraction(tail_fraction: float) -> float:
-    if (
-        isinstance(tail_fraction, bool)
-        or not isinstance(tail_fraction, (int, float, np.floating, np.integer))
-        or not 0.0 < float(tail_fraction) <= 1.0
-    ):
-        raise ValueError(f"tail_fraction must be a real number in (0, 1], got {tail_fraction!r}")
-    return float(tail_fraction)
-
-
-def _reward_vector(rewards: ArrayLike, name: str = "rewards") -> np.ndarray:
-    try:
-        values = np.asarray(rewards, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a 1-D array of real numbers") from None
-    if values.ndim != 1 or values.size == 0:
-        raise ValueError(f"{name} must be a non-empty 1-D array, got shape {values.shape}")
-    if not np.isfinite(values).all():
-        raise ValueError(f"{name} contain NaN or inf")
-    return values
-
-
 def tail_normal_quantiles(num_samples: int, tail_points: int) -> np.ndarray:
     """Φ^{−1}((i − 0.5)/M) for the ranks i = M − k + 1..M of the top k of M samples (ascending)."""
     ranks = np.arange(num_samples - tail_points + 1, num_samples + 1, dtype=np.float64)
@@ -91,8 +70,8 @@ def tail_normal_quantiles(num_samples: int, tail_points: int) -> np.ndarray:
 
 def qq_tail_fit(rewards: ArrayLike, tail_fraction: float = DEFAULT_TAIL_FRACTION) -> QQTailFit:
     """The QQ tail regression of one prompt's pool of M rewards (FORMULAS §4; 004 Table 14)."""
-    alpha = check_tail_fraction(tail_fraction)
-    values = _reward_vector(rewards)
+    alpha = check_real(tail_fraction, "tail_fraction", low=0, high=1, low_open=True)
+    values = check_finite_vector(rewards, "rewards")
     num_samples = values.size
     points = tail_count(alpha, num_samples)
     tail = np.sort(values)[num_samples - points :]
@@ -122,7 +101,7 @@ def pool_tail_fits(pool: pd.DataFrame, tail_fraction: float = DEFAULT_TAIL_FRACT
     Returns columns prompt_id, num_samples (M), tail_points (k), r2, slope,
     intercept, one row per prompt in order of first appearance.
     """
-    check_tail_fraction(tail_fraction)
+    check_real(tail_fraction, "tail_fraction", low=0, high=1, low_open=True)
     missing = {"prompt_id", "reward"} - set(pool.columns)
     if missing:
         raise ValueError(f"pool is missing columns {sorted(missing)}")
@@ -130,7 +109,7 @@ def pool_tail_fits(pool: pd.DataFrame, tail_fraction: float = DEFAULT_TAIL_FRACT
         raise ValueError("pool must have at least one row")
     rows = []
     for prompt_id, group in pool.groupby("prompt_id", sort=False):
-        rewards = _reward_vector(group["reward"].to_numpy(), f"pool rewards of prompt {prompt_id!r}")
+        rewards = check_finite_vector(group["reward"].to_numpy(), f"pool rewards of prompt {prompt_id!r}")
         fit = qq_tail_fit(rewards, tail_fraction)
         rows.append(
             {
@@ -197,8 +176,7 @@ def plot_qq_tails(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    if isinstance(max_prompts, bool) or not isinstance(max_prompts, int) or max_prompts < 1:
-        raise ValueError(f"max_prompts must be an integer >= 1, got {max_prompts!r}")
+    max_prompts = check_int(max_prompts, "max_prompts", minimum=1)
     fits = pool_tail_fits(pool, tail_fraction)
     if prompt_ids is None:
         chosen = _example_prompts(fits, max_prompts)
