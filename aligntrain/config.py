@@ -10,7 +10,7 @@ stops the stage at once with a message naming the key (``train.learning_rate``,
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import (
@@ -24,15 +24,16 @@ from pydantic import (
     model_validator,
 )
 
-from aligntrain.objectives import ObjectiveOptions, get_objective
+from aligntrain.objectives import ObjectiveOptions, ReinforcementLearning, get_objective
+from aligntrain.options import Real
 
 
 class _Section(BaseModel):
     # allow_inf_nan=False: `.inf`/`.nan` pass every bound check silently (inf > 0, and
     # nan compares False to everything); subclasses' model_config merges with this one.
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-    # Integer fields are StrictInt (here and in the objectives' options): lax pydantic
-    # reads `true` as 1 and `16.0` as 16.
+    # Integer fields are StrictInt and float fields Real (as in every registry entry's
+    # options): lax pydantic reads `true` as 1 or 1.0 and `16.0` as 16.
 
 
 class StudyConfig(_Section):
@@ -121,9 +122,9 @@ class OptimConfig(_Section):
 
     steps: StrictInt = Field(500, ge=1, description="Optimizer steps.")
     batch_size: StrictInt = Field(64, ge=1, description="Sequences per optimizer step (per process).")
-    learning_rate: float = Field(1e-3, gt=0, description="Peak learning rate.")
-    warmup_ratio: float = Field(0.05, ge=0, lt=1, description="Fraction of steps of linear LR warm-up.")
-    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    learning_rate: Real = Field(1e-3, gt=0, description="Peak learning rate.")
+    lr_warmup_ratio: Real = Field(0.05, ge=0, lt=1, description="Fraction of steps of linear learning-rate warm-up.")
+    weight_decay: Real = Field(0.0, ge=0, description="AdamW weight decay.")
     checkpoint_every: StrictInt = Field(100, ge=1, description="Save a resumable checkpoint every this many steps.")
     log_every: StrictInt = Field(10, ge=1, description="Log training metrics every this many steps.")
     activation_checkpointing: bool = Field(
@@ -132,17 +133,20 @@ class OptimConfig(_Section):
 
 
 class RLSettings(OptimConfig):
-    """Shared by every RL variant (matched compute): the schedule, the group and the sampling.
+    """params.yaml's ``rl`` section: what every RL variant of a study shares (matched compute).
 
-    ``batch_size`` counts completions per step: ``batch_size / num_generations`` prompts.
+    The schedule, the group and the sampling. ``batch_size`` counts completions per
+    step: ``batch_size / num_generations`` prompts.
     """
 
     num_generations: StrictInt = Field(8, ge=2, description="Rollouts per prompt: the group size n of every rule.")
-    temperature: float = Field(1.0, gt=0, description="Sampling temperature of the training rollouts.")
+    temperature: Real = Field(1.0, gt=0, description="Sampling temperature of the training rollouts.")
     max_completion_length: StrictInt = Field(64, ge=1, description="Longest training rollout, in tokens.")
-    beta: float = Field(0.0, ge=0, description="KL coefficient to the warm-up policy (0: none).")
-    reward_timeout_s: float = Field(5.0, gt=0, description="Per-sample reward deadline; late = unscorable.")
-    max_unscorable_fraction: float = Field(
+    beta: Real = Field(0.0, ge=0, description="KL coefficient to the warm-up policy (0: no reference model).")
+    reward_timeout_s: Real | None = Field(
+        5.0, gt=0, description="Per-sample reward deadline in seconds; a late reward is unscorable (None: none)."
+    )
+    max_unscorable_fraction: Real = Field(
         0.5, ge=0, le=1,
         description="A training step whose share of unscorable rewards exceeds this fails at once, naming the share "
         "(broken gold answers or grader), instead of training on zero advantages.",
@@ -152,9 +156,77 @@ class RLSettings(OptimConfig):
     def _whole_groups(self) -> RLSettings:
         if self.batch_size % self.num_generations:
             raise ValueError(
-                f"batch_size ({self.batch_size}) must be a multiple of num_generations ({self.num_generations})"
+                f"batch_size ({self.batch_size}) must be a multiple of num_generations ({self.num_generations}): "
+                "each step holds whole groups"
             )
         return self
+
+
+class RLConfig(RLSettings):
+    """One RL variant, everything its trainer needs: the study's ``rl`` section plus the variant's rule.
+
+    The one object :func:`aligntrain.training.rl.train_rl` consumes, as TRL's
+    trainer consumes one ``GRPOConfig``. ``Params.rl_config(variant)`` builds it from
+    params.yaml; constructing it checks the rule's options against the group size
+    and runs the rule once on a synthetic group, so a bad variant fails before any
+    model is loaded. (The rule's fit to the problem's rewards is checked where the
+    problem is known: ``Params`` and ``train_rl``.)
+    """
+
+    # Typed Any so that this module imports no torch; the validator below makes it a RuleOptions.
+    rule: Any = Field(
+        description="The advantage rule with its options: an aligntrain.advantages.RuleOptions "
+        "(`aligntrain list rules`); a name or {name: ..., option: ...} is parsed."
+    )
+    loss_type: Literal["dapo", "dr_grpo", "grpo", "bnpo"] | None = Field(
+        None, description="TRL's loss reduction; None: 'dr_grpo' for rule dr_grpo, else TRL's default 'dapo'."
+    )
+    history_capacity: StrictInt = Field(4000, ge=1, description="Rewards the RewardHistory keeps (FIFO; CAT eq. 105).")
+    history_decay: Real | None = Field(
+        None, gt=0, le=1, description="RewardHistory decay γ, needed by quantile='time_weighted' (CAT eq. 80)."
+    )
+
+    @field_validator("rule", mode="before")
+    @classmethod
+    def _parse_rule(cls, rule: Any) -> Any:
+        from aligntrain.advantages import parse_rule
+
+        if isinstance(rule, str):
+            return parse_rule(rule)
+        if isinstance(rule, dict):
+            options = dict(rule)
+            return parse_rule(options.pop("name", None), options)
+        return parse_rule(rule)  # a RuleOptions as it is; anything else is refused
+
+    @model_validator(mode="after")
+    def _rule_fits_the_group(self) -> RLConfig:
+        import copy
+
+        import torch
+
+        from aligntrain.advantages import MajorityThresholdState, compute_advantages
+
+        self.rule.check_fits(group_size=self.num_generations)
+        # One synthetic all-zero group with every context key filled catches what shows only
+        # at call time (quantile='time_weighted' without a history decay) before training.
+        n = self.num_generations
+        compute_advantages(
+            self.rule, torch.zeros(1, n), answers=[[None] * n], logps=torch.full((1, n), -1.0),
+            history=copy.deepcopy(self.new_history()), step=0, threshold_state=MajorityThresholdState(),
+        )
+        return self
+
+    @property
+    def resolved_loss_type(self) -> str:
+        if self.loss_type is not None:
+            return self.loss_type
+        # Dr. GRPO's advantage is GRPO's; what makes it Dr. GRPO is this reduction (DCO App. B).
+        return "dr_grpo" if self.rule.name == "dr_grpo" else "dapo"
+
+    def new_history(self):
+        from aligntrain.advantages import RewardHistory
+
+        return RewardHistory(capacity=self.history_capacity, decay=self.history_decay)
 
 
 class Variant(_Section):
@@ -178,15 +250,15 @@ class Variant(_Section):
 
 class RolloutConfig(_Section):
     samples_per_prompt: StrictInt = Field(64, ge=1, description="Completions M per test prompt (the pool).")
-    temperature: float = Field(1.0, gt=0, description="Sampling temperature.")
-    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling mass.")
+    temperature: Real = Field(1.0, gt=0, description="Sampling temperature.")
+    top_p: Real = Field(1.0, gt=0, le=1, description="Nucleus sampling mass.")
     max_new_tokens: StrictInt = Field(96, ge=1, description="Generation length cap.")
     batch_size: StrictInt = Field(512, ge=1, description="Sequences generated together (left padding, KV cache).")
 
 
 class EvaluateConfig(_Section):
     bootstrap_resamples: StrictInt = Field(1000, ge=10, description="Paired prompt-bootstrap resamples.")
-    confidence: float = Field(0.95, gt=0, lt=1, description="Confidence level of the intervals.")
+    confidence: Real = Field(0.95, gt=0, lt=1, description="Confidence level of the intervals.")
 
 
 class CompareConfig(_Section):
@@ -199,7 +271,7 @@ class OracleGradientConfig(_Section):
     variant: str = Field("warmup", description="Variant whose model is probed (its models/variants/<name>).")
     prompts: StrictInt = Field(16, ge=1, description="Test prompts probed (the first ones of data/test.parquet).")
     samples_per_prompt: StrictInt = Field(256, ge=2, description="Pool size M per prompt: the empirical policy.")
-    n_target: StrictInt = Field(16, ge=1, description="Test-time budget N of the target strategy.")
+    budget: StrictInt = Field(16, ge=1, description="Test-time budget N of the target strategy.")
     group_sizes: list[StrictInt] = Field([8, 16, 32, 64], min_length=1, description="Training group sizes n subsampled.")
     seeds: StrictInt = Field(5, ge=1, description="Subsampled groups per prompt and group size.")
     rules: list[str] | None = Field(
@@ -221,19 +293,19 @@ class SyntheticConfig(_Section):
     bandit_k: StrictInt = Field(4, ge=2, description="Tang bandit: samples per update k (002: 4).")
     bandit_steps: StrictInt = Field(300, ge=1, description="Tang bandit: updates.")
     bandit_seeds: StrictInt = Field(16, ge=1, description="Tang bandit: independent bandits averaged.")
-    bandit_learning_rate: float = Field(1.0, gt=0, description="Tang bandit: step size on the logits (002: 1.0).")
+    bandit_learning_rate: Real = Field(1.0, gt=0, description="Tang bandit: step size on the logits (002: 1.0).")
     tea_group_sizes: list[StrictInt] = Field([16, 32, 64, 128, 256], min_length=1, description="TEA Gaussian: group sizes n.")
     tea_repetitions: StrictInt = Field(20000, ge=10, description="TEA Gaussian: groups drawn per n.")
-    tea_n_target: StrictInt = Field(128, ge=2, description="TEA Gaussian: target best-of-N budget (Li, Qian & Mou, 'What should post-training optimize? A test-time scaling law perspective', App. E).")
-    tea_alpha: float = Field(0.25, gt=0, lt=1, description="TEA Gaussian: tail mass α.")
+    tea_budget: StrictInt = Field(128, ge=2, description="TEA Gaussian: target best-of-N budget (Li, Qian & Mou, 'What should post-training optimize? A test-time scaling law perspective', App. E).")
+    tea_alpha: Real = Field(0.25, gt=0, lt=1, description="TEA Gaussian: tail mass α.")
 
 
 class DiagnosticsConfig(_Section):
     """The seeds' diagnostics (FORMULAS §4-5), run by the diagnose / oracle_gradient / synthetic stages."""
 
     budgets: list[StrictInt] = Field([4, 8, 16, 32], min_length=1, description="Budgets N of the efficiency diagnostic.")
-    tail_fraction: float = Field(0.25, gt=0, lt=1, description="Upper-tail share α of each pool in the QQ fit.")
-    majority_consensus: float = Field(
+    tail_fraction: Real = Field(0.25, gt=0, lt=1, description="Upper-tail share α of each pool in the QQ fit.")
+    majority_consensus: Real = Field(
         0.4, gt=0, le=1,
         description="Consensus ρ of the majority SFT weight (k = ⌈ρN⌉) set against the exact weight p_t·D/P.",
     )
@@ -299,30 +371,39 @@ class Params(_Section):
 
     @model_validator(mode="after")
     def _rl_variants_fit(self) -> Params:
-        """Each RL variant's rule and options fit the group size and the problem's rewards."""
-        from aligntrain.advantages import get_rule, validate_rule_options
+        """Each RL variant's rule fits the group size and the problem's rewards."""
         from aligntrain.problems import get_problem
 
         for name, variant in self.variants.items():
-            objective = variant.options
-            if objective.kind != "rl":
+            if variant.options.kind != "rl":
                 continue
             if self.rl is None:
                 raise ValueError(f"variants.{name} is an RL variant: params need an 'rl' section")
-            problem = get_problem(self.problem.name)
             try:
-                options = validate_rule_options(
-                    objective.rule, self.rl.num_generations, objective.rule_options, problem.binary_rewards
-                )
-                get_rule(objective.rule).context_needed(options)
-            except ValueError as err:
-                raise ValueError(f"variants.{name}: {err}") from None
+                self.rl_config(name).rule.check_fits(binary_rewards=get_problem(self.problem.name).binary_rewards)
+            except (ValueError, ValidationError) as err:
+                raise ValueError(f"variants.{name}: {_one_line(err)}") from None
         return self
+
+    def rl_config(self, name: str) -> RLConfig:
+        """The configuration of the RL variant ``name``: the shared ``rl`` section and the variant's rule."""
+        objective = self.variant(name).options
+        if not isinstance(objective, ReinforcementLearning) or self.rl is None:
+            raise ValueError(f"variant {name!r} is not an RL variant (or params have no 'rl' section)")
+        return RLConfig(**dict(self.rl), rule=objective.rule_config, loss_type=objective.loss_type)
 
     def variant(self, name: str) -> Variant:
         if name not in self.variants:
             raise ValueError(f"unknown variant {name!r}; params.yaml declares {sorted(self.variants)}")
         return self.variants[name]
+
+
+def _one_line(err: Exception) -> str:
+    if isinstance(err, ValidationError):
+        from aligntrain.options import option_errors
+
+        return option_errors(err)
+    return str(err)
 
 
 class ParamsError(ValueError):

@@ -27,27 +27,23 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, StrictInt, ValidationInfo, field_validator, model_validator
+
+from aligntrain.options import Options, Real, Registry
 
 if TYPE_CHECKING:
     import torch
     from torch import Tensor
 
-OBJECTIVES: dict[str, type[ObjectiveOptions]] = {}
+OBJECTIVES: Registry[ObjectiveOptions] = Registry("objective")
 
 
 def register_objective(cls: type[ObjectiveOptions]) -> type[ObjectiveOptions]:
-    if cls.name in OBJECTIVES:
-        raise ValueError(f"objective {cls.name!r} registered twice")
-    OBJECTIVES[cls.name] = cls
-    return cls
+    return OBJECTIVES.register(cls)
 
 
 def get_objective(name: str) -> type[ObjectiveOptions]:
-    try:
-        return OBJECTIVES[name]
-    except KeyError:
-        raise ValueError(f"unknown objective {name!r}; known: {sorted(OBJECTIVES)}") from None
+    return OBJECTIVES.get(name)
 
 
 @dataclass(frozen=True)
@@ -80,15 +76,12 @@ class ScoredBatch:
         return -self.seq_logp / self.label_mask.sum(dim=-1).clamp(min=1)
 
 
-class ObjectiveOptions(BaseModel):
+class ObjectiveOptions(Options):
     """Base of every objective's options. ``kind`` says which trainer runs it.
 
-    As in :mod:`aligntrain.config`: floats must be finite, integers are StrictInt.
+    As in :mod:`aligntrain.config`: floats finite (:data:`~aligntrain.options.Real`), integers StrictInt.
     """
 
-    # inf/nan would pass the bound checks silently; subclasses' model_config merges with this one.
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-    name: ClassVar[str]
     kind: ClassVar[Literal["none", "sft", "rl"]]
     #: True: TRL's SFT loss (token-mean CE) runs unchanged and no hook below is called.
     uses_trl_loss: ClassVar[bool] = False
@@ -156,11 +149,11 @@ class PassAtN(ObjectiveOptions):
 
     name = "pass_at_n"
     kind = "sft"
-    n: StrictInt = Field(16, ge=1, description="Test-time budget N the model is trained for.")
-    refill_eps: float = Field(
+    budget: StrictInt = Field(16, ge=1, description="Test-time budget N (attempts of pass@N) the model is trained for.")
+    refill_eps: Real = Field(
         0.0, ge=0, le=1, description="DCO refill threshold ε on F(N, p) (001 App. B: 0.01); 0: no refill."
     )
-    refill_factor: float = Field(
+    refill_factor: Real = Field(
         1.0, gt=0, description="Extra candidates drawn per step for the refill, as a multiple of the batch size."
     )
 
@@ -175,12 +168,12 @@ class PassAtN(ObjectiveOptions):
     def loss(self, seq_logp):
         from aligntrain.losses import pass_at_n_loss
 
-        return pass_at_n_loss(seq_logp, self.n)
+        return pass_at_n_loss(seq_logp, self.budget)
 
     def weight(self, seq_logp):
         from aligntrain.losses import pass_at_n_weight_from_logp
 
-        return pass_at_n_weight_from_logp(seq_logp.detach(), self.n)
+        return pass_at_n_weight_from_logp(seq_logp.detach(), self.budget)
 
     def candidates_per_step(self, batch_size: int) -> int:
         if self.refill_eps == 0:
@@ -217,20 +210,22 @@ class MajorityVote(ObjectiveOptions):
 
     name = "majority"
     kind = "sft"
-    n: StrictInt = Field(16, ge=1, description="Test-time budget N: votes cast.")
-    k: StrictInt | None = Field(None, ge=1, description="Votes the gold answer needs, 1 <= k <= n (or give consensus).")
+    budget: StrictInt = Field(16, ge=1, description="Test-time budget N: votes cast.")
+    k: StrictInt | None = Field(
+        None, ge=1, description="Votes the gold answer needs, 1 <= k <= budget (or give consensus)."
+    )
     # validate_default: the "neither k nor consensus" check must also run when consensus is absent.
-    consensus: float | None = Field(
+    consensus: Real | None = Field(
         None, gt=0, le=1, validate_default=True,
-        description="Consensus fraction ρ in (0, 1]: k = ceil(ρ·n) (or give k).",
+        description="Consensus fraction ρ in (0, 1]: k = ceil(ρ·budget) (or give k).",
     )
 
     @field_validator("k")
     @classmethod
-    def _k_at_most_n(cls, k: int | None, info: ValidationInfo) -> int | None:
-        n = info.data.get("n")  # absent when n itself failed validation
-        if k is not None and n is not None and k > n:
-            raise ValueError(f"k must be <= n, got k={k}, n={n}")
+    def _k_at_most_budget(cls, k: int | None, info: ValidationInfo) -> int | None:
+        budget = info.data.get("budget")  # absent when budget itself failed validation
+        if k is not None and budget is not None and k > budget:
+            raise ValueError(f"k must be <= budget, got k={k}, budget={budget}")
         return k
 
     @field_validator("consensus", mode="after")
@@ -242,7 +237,7 @@ class MajorityVote(ObjectiveOptions):
         if consensus is not None and k_given:
             raise ValueError("give either k or consensus, not both")
         if consensus is None and not k_given and "k" in info.data:
-            raise ValueError("the threshold is missing: give k (votes) or consensus (fraction of n)")
+            raise ValueError("the threshold is missing: give k (votes) or consensus (fraction of budget)")
         return consensus
 
     @property
@@ -250,17 +245,17 @@ class MajorityVote(ObjectiveOptions):
         """The vote threshold k."""
         from aligntrain.losses import consensus_threshold
 
-        return self.k if self.k is not None else consensus_threshold(self.n, self.consensus)
+        return self.k if self.k is not None else consensus_threshold(self.budget, self.consensus)
 
     def loss(self, seq_logp):
         from aligntrain.losses import majority_loss
 
-        return majority_loss(seq_logp, self.n, self.threshold)
+        return majority_loss(seq_logp, self.budget, self.threshold)
 
     def weight(self, seq_logp):
         from aligntrain.losses import majority_weight_from_logp
 
-        return majority_weight_from_logp(seq_logp.detach(), self.n, self.threshold)
+        return majority_weight_from_logp(seq_logp.detach(), self.budget, self.threshold)
 
 
 @register_objective
@@ -278,7 +273,7 @@ class ContrastiveMargin(ObjectiveOptions):
     kind = "sft"
     needs_logits = True
     num_rivals: StrictInt = Field(4, ge=1, description="Rivals K sampled per gold token (000's code: 4).")
-    mix: float = Field(0.5, ge=0, le=1, description="Weight of the margin term; 1 − mix goes to CE (000: 0.5).")
+    mix: Real = Field(0.5, ge=0, le=1, description="Weight of the margin term; 1 − mix goes to CE (000: 0.5).")
 
     def sample_loss(self, batch: ScoredBatch) -> Tensor:
         from aligntrain.losses import contrastive_hybrid_loss, contrastive_margin_loss
@@ -293,21 +288,30 @@ class ContrastiveMargin(ObjectiveOptions):
 class ReinforcementLearning(ObjectiveOptions):
     """RL from the warm-up checkpoint with an advantage rule of :mod:`aligntrain.advantages`.
 
-    Written flat: ``{objective: rl, rule: pkpo, k: 4}``: every key but ``rule`` and
-    ``loss_type`` is an option of the rule (FORMULAS §3). Group size, sampling and
-    schedule are the study's shared ``rl`` section (matched compute across RL
-    variants); the rule's options are checked against them by
-    :class:`aligntrain.config.Params` before any stage runs.
+    Written flat: ``{objective: rl, rule: pkpo, budget: 4}``: every key but ``rule`` and
+    ``loss_type`` is an option of the rule (docs/math.md §3), typed by the rule's
+    own options model. Group size, sampling and schedule are the study's shared
+    ``rl`` section (matched compute across RL variants);
+    :meth:`aligntrain.config.Params.rl_config` joins the two into the one
+    :class:`~aligntrain.config.RLConfig` the trainer consumes.
     """
 
     model_config = ConfigDict(extra="allow", frozen=True)
     name = "rl"
     kind = "rl"
-    rule: str = Field(description="Advantage rule name (aligntrain.advantages.list_rules()).")
+    rule: str = Field(description="Advantage rule name (`aligntrain list rules`).")
     loss_type: Literal["dapo", "dr_grpo", "grpo", "bnpo"] | None = Field(
         None, description="TRL loss reduction; None: dr_grpo for rule dr_grpo, else TRL's default (dapo)."
     )
 
+    @model_validator(mode="after")
+    def _rule_options_are_valid(self) -> ReinforcementLearning:
+        self.rule_config  # noqa: B018 - parses the rule's options (ValueError naming the option)
+        return self
+
     @property
-    def rule_options(self) -> dict:
-        return dict(self.model_extra or {})
+    def rule_config(self):
+        """The rule with its options, parsed by its own options model."""
+        from aligntrain.advantages import parse_rule
+
+        return parse_rule(self.rule, self.model_extra or {})

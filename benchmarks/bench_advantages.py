@@ -65,27 +65,27 @@ def cases(batch: dict[str, object], seed: int) -> dict[str, Callable[[], torch.T
         "rloo": lambda: run("rloo", gaussian),
         "loo_pass_at_k": lambda: run("loo_pass_at_k", gaussian),
         "loo_pass_at_k_biased": lambda: run("loo_pass_at_k_biased", gaussian),
-        "pkpo k=8": lambda: run("pkpo", gaussian, k=8),
-        "pkpo k=32": lambda: run("pkpo", gaussian, k=32),
+        "pkpo k=8": lambda: run("pkpo", gaussian, budget=8),
+        "pkpo k=32": lambda: run("pkpo", gaussian, budget=32),
         "loo_maj_at_k (answer lists)": lambda: run("loo_maj_at_k", binary, answers=answers),
         "loo_maj_at_k_biased (answer lists)": lambda: run("loo_maj_at_k_biased", binary, answers=answers),
         "bon_max_mean": lambda: run("bon_max_mean", gaussian),
         "bon_max_second": lambda: run("bon_max_second", gaussian),
-        "chow_bon N=16": lambda: run("chow_bon", binary, n_target=16),
-        "cat_pass_at_n N=16 empirical": lambda: run("cat_pass_at_n", binary, n_target=16),
+        "chow_bon N=16": lambda: run("chow_bon", binary, budget=16),
+        "cat_pass_at_n N=16 empirical": lambda: run("cat_pass_at_n", binary, budget=16),
         "cat_pass_at_n N=16 sequence": lambda: run(
-            "cat_pass_at_n", binary, n_target=16, p_source="sequence", logps=logps
+            "cat_pass_at_n", binary, budget=16, p_source="sequence", logps=logps
         ),
-        "cat_majority N=16 dynamic k": lambda: run("cat_majority", binary, n_target=16, answers=answers),
+        "cat_majority N=16 dynamic k": lambda: run("cat_majority", binary, budget=16, answers=answers),
         "cat_majority N=16 dynamic k + EMA": lambda: run(
-            "cat_majority", binary, n_target=16, answers=answers, threshold_ema=0.9, threshold_state=state
+            "cat_majority", binary, budget=16, answers=answers, threshold_ema=0.9, threshold_state=state
         ),
-        "cat_best_of_n N=16 in_batch": lambda: run("cat_best_of_n", gaussian, n_target=16),
+        "cat_best_of_n N=16 in_batch": lambda: run("cat_best_of_n", gaussian, budget=16),
         "cat_best_of_n N=16 history (4000)": lambda: run(
-            "cat_best_of_n", gaussian, n_target=16, quantile="history", history=history
+            "cat_best_of_n", gaussian, budget=16, quantile="history", history=history
         ),
         "cat_best_of_n N=16 time_weighted (4000)": lambda: run(
-            "cat_best_of_n", gaussian, n_target=16, quantile="time_weighted", history=timed_history, step=next(steps)
+            "cat_best_of_n", gaussian, budget=16, quantile="time_weighted", history=timed_history, step=next(steps)
         ),
         "tea": lambda: run("tea", gaussian),
         "prefix_tea (32, 64)": lambda: run("prefix_tea", gaussian),

@@ -123,7 +123,7 @@ def run_sft(out_dir: Path) -> None:
     initial = state_of(model)
     sft.StrategySFTTrainer = RecordingSFTTrainer
     optim = OptimConfig(
-        steps=SFT_STEPS, batch_size=SFT_BATCH, learning_rate=1e-3, warmup_ratio=0.0, checkpoint_every=2, log_every=1
+        steps=SFT_STEPS, batch_size=SFT_BATCH, learning_rate=1e-3, lr_warmup_ratio=0.0, checkpoint_every=2, log_every=1
     )
     checkpoint_dir = out_dir / "sft_checkpoints"
     metrics = train_sft(
@@ -174,7 +174,7 @@ def history_record(history: RewardHistory) -> dict[str, list]:
 
 
 GROUP_RULES = {
-    "pkpo": dict(rule="pkpo", options={"k": 2}, reward=length_mod_3, answer_class=None, binary=None),
+    "pkpo": dict(rule="pkpo", options={"budget": 2}, reward=length_mod_3, answer_class=None, binary=None),
     "loo_maj_at_k": dict(
         rule="loo_maj_at_k", options={}, reward=first_char_is_digit, answer_class=first_char, binary=True
     ),
@@ -188,7 +188,7 @@ def run_rl_groups(out_dir: Path) -> None:
         model, tokenizer, rows = tiny_model_and_rows()
         config = RLConfig(rule=spec["rule"], rule_options=spec["options"], num_generations=N, max_completion_length=10)
         optim = OptimConfig(
-            steps=GROUPS_STEPS, batch_size=GROUPS_BATCH, learning_rate=1e-3, warmup_ratio=0.0,
+            steps=GROUPS_STEPS, batch_size=GROUPS_BATCH, learning_rate=1e-3, lr_warmup_ratio=0.0,
             checkpoint_every=100, log_every=1,
         )
         train = rows["train"]
@@ -237,11 +237,11 @@ def run_rl_history(out_dir: Path, phase: str) -> None:
     rl.compute_advantages = spy
     rl.StrategyGRPOTrainer = RecordingGRPOTrainer
     config = RLConfig(
-        rule="cat_best_of_n", rule_options={"n_target": 8, "quantile": "history"}, num_generations=N,
+        rule="cat_best_of_n", rule_options={"budget": 8, "quantile": "history"}, num_generations=N,
         max_completion_length=10,
     )
     optim = OptimConfig(
-        steps=HISTORY_STEPS, batch_size=HISTORY_BATCH, learning_rate=1e-3, warmup_ratio=0.0,
+        steps=HISTORY_STEPS, batch_size=HISTORY_BATCH, learning_rate=1e-3, lr_warmup_ratio=0.0,
         checkpoint_every=CHECKPOINT_EVERY, log_every=1,
     )
     checkpoint_dir = out_dir / "rl_history_checkpoints"

@@ -30,17 +30,17 @@ def test_bon_max_second_hand_values():
     assert (run("bon_max_second", [[0.1, 0.7, 0.3, 0.7]]) == 0).all()
 
 
-def chow(correct: bool, solved: F, n_target: int, clip: F = F(3)) -> float:
+def chow(correct: bool, solved: F, budget: int, clip: F = F(3)) -> float:
     failed = 1 - solved
     if correct:
-        value = n_target * failed ** (n_target - 1) / (1 - failed**n_target)
+        value = budget * failed ** (budget - 1) / (1 - failed**budget)
     else:
-        value = -n_target * failed / (1 - failed)
+        value = -budget * failed / (1 - failed)
     return float(max(-clip, min(clip, value)))
 
 
 @pytest.mark.parametrize(
-    ("rewards", "n_target", "expected"),
+    ("rewards", "budget", "expected"),
     [
         # p_fail = 3/4, N = 4: correct 4·(27/64)/(175/256) = 432/175; incorrect −12 → clipped −3
         ([1.0, 0.0, 0.0, 0.0], 4, [F(432, 175), -3, -3, -3]),
@@ -50,16 +50,16 @@ def chow(correct: bool, solved: F, n_target: int, clip: F = F(3)) -> float:
         ([1.0, 1.0, 1.0, 0.0], 1, [F(4, 3), F(4, 3), F(4, 3), F(-1, 3)]),
     ],
 )
-def test_chow_bon_hand_values(rewards, n_target, expected):
-    got = run("chow_bon", [rewards], n_target=n_target)[0]
+def test_chow_bon_hand_values(rewards, budget, expected):
+    got = run("chow_bon", [rewards], budget=budget)[0]
     assert got.tolist() == pytest.approx([float(e) for e in expected], abs=1e-12)
     solved = F(int(sum(rewards)), len(rewards))
-    assert got.tolist() == pytest.approx([chow(r == 1.0, solved, n_target) for r in rewards], abs=1e-12)
+    assert got.tolist() == pytest.approx([chow(r == 1.0, solved, budget) for r in rewards], abs=1e-12)
 
 
 def test_chow_bon_clip_option_and_large_budget():
     rewards = [[1.0] + [0.0] * 63]  # p_fail = 63/64, N = 256: correct weight ≈ 256·e^{−4}/(1 − e^{−4})
-    got = run("chow_bon", rewards, n_target=256, clip=100.0)[0]
+    got = run("chow_bon", rewards, budget=256, clip=100.0)[0]
     solved = F(1, 64)
     assert got[0].item() == pytest.approx(chow(True, solved, 256, F(100)), rel=1e-10)
     assert got[1].item() == pytest.approx(-100.0)  # −256·63 clipped at −100
@@ -67,5 +67,5 @@ def test_chow_bon_clip_option_and_large_budget():
 
 @pytest.mark.parametrize("value", [0.0, 1.0])
 def test_chow_bon_equal_rewards_give_zero(value):
-    got = run("chow_bon", [[value] * 5], n_target=8)
+    got = run("chow_bon", [[value] * 5], budget=8)
     assert (got == 0).all()

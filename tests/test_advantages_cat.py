@@ -42,13 +42,13 @@ IN_BATCH_WEIGHTS = [[F(3, 25), F(12, 25), F(12, 25), F(48, 25)], [F(3, 25), F(3,
 
 
 def test_best_of_n_in_batch_quantile_weights_multiply_grpo_z():
-    got = compute_advantages("cat_best_of_n", t64(IN_BATCH_REWARDS), n_target=3, batch_normalize=False)
+    got = compute_advantages("cat_best_of_n", t64(IN_BATCH_REWARDS), budget=3, batch_normalize=False)
     torch.testing.assert_close(got, weights(IN_BATCH_WEIGHTS) * grpo_z(IN_BATCH_REWARDS))
 
 
 def test_best_of_n_batch_normalisation_is_over_the_whole_batch():
     """w ← w / mean_batch(w) (000 eq. 81): batch mean (75 + 57)/200 = 0.66, not per prompt."""
-    got = compute_advantages("cat_best_of_n", t64(IN_BATCH_REWARDS), n_target=3)  # normalised by default
+    got = compute_advantages("cat_best_of_n", t64(IN_BATCH_REWARDS), budget=3)  # normalised by default
     normalised = weights(IN_BATCH_WEIGHTS) / 0.66
     torch.testing.assert_close(got, normalised * grpo_z(IN_BATCH_REWARDS))
     assert normalised.mean().item() == pytest.approx(1.0)
@@ -57,7 +57,7 @@ def test_best_of_n_batch_normalisation_is_over_the_whole_batch():
 
 def test_weight_multiplies_the_grpo_z_advantage_never_the_reward():
     rewards = t64(IN_BATCH_REWARDS)
-    got = compute_advantages("cat_best_of_n", rewards, n_target=3, batch_normalize=False)
+    got = compute_advantages("cat_best_of_n", rewards, budget=3, batch_normalize=False)
     z = grpo_z(IN_BATCH_REWARDS)
     nonzero = z != 0
     torch.testing.assert_close((got / z)[nonzero], weights(IN_BATCH_WEIGHTS)[nonzero])
@@ -71,7 +71,7 @@ def test_best_of_n_history_quantile_and_fifo_append():
     history.append(torch.tensor([0.0, 0.2, 0.4, 0.6]), step=0)
     rewards = [[0.5, 0.1, 0.7, -1.0]]
     got = compute_advantages(
-        "cat_best_of_n", t64(rewards), n_target=2, quantile="history", batch_normalize=False, history=history, step=1
+        "cat_best_of_n", t64(rewards), budget=2, quantile="history", batch_normalize=False, history=history, step=1
     )
     # below = (3, 1, 4, 0) of |H| = 4; w = 2q
     expected_weights = [[2 * F(4, 6), 2 * F(2, 6), 2 * F(5, 6), 2 * F(1, 6)]]
@@ -85,7 +85,7 @@ def test_history_quantile_is_clamped():
     history.append(torch.ones(2000), step=0)
     rewards = [[0.0, 2.0]]  # q = 1/2002 → 0.001 and 2001/2002 → 0.999
     got = compute_advantages(
-        "cat_best_of_n", t64(rewards), n_target=2, quantile="history", batch_normalize=False, history=history
+        "cat_best_of_n", t64(rewards), budget=2, quantile="history", batch_normalize=False, history=history
     )
     torch.testing.assert_close(got, t64([[2 * 0.001, 2 * 0.999]]) * grpo_z(rewards))
 
@@ -97,7 +97,7 @@ def test_time_weighted_quantile_weighs_items_by_decay_to_the_age():
         history.append(torch.tensor([value]), step=step)
     rewards = [[1.5, 0.5]]
     got = compute_advantages(
-        "cat_best_of_n", t64(rewards), n_target=2, quantile="time_weighted", batch_normalize=False,
+        "cat_best_of_n", t64(rewards), budget=2, quantile="time_weighted", batch_normalize=False,
         history=history, step=3,
     )
     total = F(1, 8) + F(1, 4) + F(1, 2)
@@ -112,18 +112,18 @@ def test_time_weighted_with_decay_one_is_the_plain_history_quantile():
     for history in (plain, timed):
         history.append(past, step=0)
         history.append(past[:100] + 0.5, step=4)
-    a = compute_advantages("cat_best_of_n", rewards, n_target=4, quantile="history", history=plain, step=7)
-    b = compute_advantages("cat_best_of_n", rewards, n_target=4, quantile="time_weighted", history=timed, step=7)
+    a = compute_advantages("cat_best_of_n", rewards, budget=4, quantile="history", history=plain, step=7)
+    b = compute_advantages("cat_best_of_n", rewards, budget=4, quantile="time_weighted", history=timed, step=7)
     torch.testing.assert_close(a, b)
 
 
 def test_empty_history_gives_equal_weights_so_grpo_z_after_normalisation():
     history = RewardHistory()
     rewards = torch.randn(3, 5, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
-    got = compute_advantages("cat_best_of_n", rewards, n_target=8, quantile="history", history=history)
+    got = compute_advantages("cat_best_of_n", rewards, budget=8, quantile="history", history=history)
     torch.testing.assert_close(got, compute_advantages("grpo_z", rewards))
     assert len(history) == 15 and history.steps.tolist() == [0] * 15
-    compute_advantages("cat_best_of_n", rewards, n_target=8, quantile="history", history=history)
+    compute_advantages("cat_best_of_n", rewards, budget=8, quantile="history", history=history)
     assert history.last_step == 1  # step=None appends at the step after the last one
 
 
@@ -132,7 +132,7 @@ def test_best_of_n_weight_is_clipped():
     history.append(torch.ones(2000), step=0)
     rewards = [[0.0, 2.0]]  # q = 0.001 and 0.999; w = 100 q^99: 100·0.999^99 ≈ 90.6 is clipped to 50
     got = compute_advantages(
-        "cat_best_of_n", t64(rewards), n_target=100, quantile="history", history=history, batch_normalize=False
+        "cat_best_of_n", t64(rewards), budget=100, quantile="history", history=history, batch_normalize=False
     )
     torch.testing.assert_close(got, t64([[100 * 0.001**99, 50.0]]) * grpo_z(rewards))
 
@@ -143,7 +143,7 @@ def test_best_of_n_weight_is_clipped():
 def test_pass_at_n_log_weighted_empirical_p_is_the_sft_weight():
     """Default: F(N, p) with p = (c+1)/(n+2); c = 1 of 4 → p = 1/3, N = 4 → F = (4·8/81)/(65/81) = 32/65."""
     rewards = [[1.0, 0.0, 0.0, 0.0]]
-    got = compute_advantages("cat_pass_at_n", t64(rewards), n_target=4)
+    got = compute_advantages("cat_pass_at_n", t64(rewards), budget=4)
     torch.testing.assert_close(got, F(32, 65).__float__() * grpo_z(rewards))
 
 
@@ -152,7 +152,7 @@ def test_pass_at_n_raw_weight_with_sequence_probability():
     rewards = [[1.0, 0.0, 1.0, 0.0]]
     logps = torch.log(t64([[0.2, 0.5, 0.9, 1e-30]]))
     got = compute_advantages(
-        "cat_pass_at_n", t64(rewards), n_target=4, log_weighted=False, p_source="sequence", logps=logps
+        "cat_pass_at_n", t64(rewards), budget=4, log_weighted=False, p_source="sequence", logps=logps
     )
     expected_w = [[4 * 0.8**3, 4 * 0.5**3, 4 * 0.1**3, 4 * (1 - 1e-10) ** 3]]
     torch.testing.assert_close(got, t64(expected_w) * grpo_z(rewards))
@@ -162,19 +162,19 @@ def test_pass_at_n_raw_weight_is_clipped():
     rewards = [[1.0, 0.0, 0.0]]
     logps = t64([[-30.0, -30.0, -30.0]])  # p ≈ 1e−13: w ≈ N = 100, clipped to 50
     got = compute_advantages(
-        "cat_pass_at_n", t64(rewards), n_target=100, log_weighted=False, p_source="sequence", logps=logps
+        "cat_pass_at_n", t64(rewards), budget=100, log_weighted=False, p_source="sequence", logps=logps
     )
     torch.testing.assert_close(got, 50.0 * grpo_z(rewards))
 
 
 def test_all_wrong_penalty():
     rewards = t64([[0.0, 0.0, 0.0], [1.0, 0.0, 1.0], [1.0, 1.0, 1.0]])
-    default = compute_advantages("cat_pass_at_n", rewards, n_target=4)
+    default = compute_advantages("cat_pass_at_n", rewards, budget=4)
     assert (default[0] == 0).all() and (default[2] == 0).all()
-    penalised = compute_advantages("cat_pass_at_n", rewards, n_target=4, all_wrong_penalty=0.5)
+    penalised = compute_advantages("cat_pass_at_n", rewards, budget=4, all_wrong_penalty=0.5)
     torch.testing.assert_close(penalised[0], t64([-0.5, -0.5, -0.5]))
     torch.testing.assert_close(penalised[1:], default[1:])  # other groups untouched
-    majority = compute_advantages("cat_majority", rewards, n_target=4, k=2)  # 000 eq. 103: on by default
+    majority = compute_advantages("cat_majority", rewards, budget=4, k=2)  # 000 eq. 103: on by default
     torch.testing.assert_close(majority[0], t64([-0.5, -0.5, -0.5]))
     assert (majority[2] == 0).all()
 
@@ -185,9 +185,9 @@ MAJ_REWARDS = [[1.0, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]]
 MAJ_ANSWERS = [["7", "7", "3", "3"], ["7", None, None, "3"], ["7", "1", "2", "3"]]
 
 
-def majority_weight(n_target: int, k: int, p: F) -> F:
+def majority_weight(budget: int, k: int, p: F) -> F:
     """N·C(N−1, k−1) p^{k−1} (1−p)^{N−k}."""
-    return n_target * math.comb(n_target - 1, k - 1) * p ** (k - 1) * (1 - p) ** (n_target - k)
+    return budget * math.comb(budget - 1, k - 1) * p ** (k - 1) * (1 - p) ** (budget - k)
 
 
 def test_majority_dynamic_threshold_hand_values():
@@ -196,7 +196,7 @@ def test_majority_dynamic_threshold_hand_values():
     group 1: wrong "3" ×2 → c_max 2 → k 5, p = 3/6; group 2: None ×2 (one class) → k 5,
     p = 2/6; group 3: three single wrong answers → c_max 1 → k 3, p = 2/6.
     """
-    got = compute_advantages("cat_majority", t64(MAJ_REWARDS), answers=MAJ_ANSWERS, n_target=8)
+    got = compute_advantages("cat_majority", t64(MAJ_REWARDS), answers=MAJ_ANSWERS, budget=8)
     expected = [
         [majority_weight(8, 5, F(1, 2))] * 4,
         [majority_weight(8, 5, F(1, 3))] * 4,
@@ -207,7 +207,7 @@ def test_majority_dynamic_threshold_hand_values():
 
 
 def test_majority_fixed_threshold_needs_no_answers():
-    got = compute_advantages("cat_majority", t64(MAJ_REWARDS), n_target=8, k=4)
+    got = compute_advantages("cat_majority", t64(MAJ_REWARDS), budget=8, k=4)
     expected = [[majority_weight(8, 4, p)] * 4 for p in (F(3, 6), F(2, 6), F(2, 6))]
     torch.testing.assert_close(got, weights(expected) * grpo_z(MAJ_REWARDS))
 
@@ -218,12 +218,12 @@ def test_majority_threshold_ema_persists_across_steps():
     third = [MAJ_REWARDS[2]]
     first = compute_advantages(
         "cat_majority", t64([MAJ_REWARDS[0], MAJ_REWARDS[2]]), answers=[MAJ_ANSWERS[0], MAJ_ANSWERS[2]],
-        n_target=8, threshold_ema=0.5, threshold_state=state,
+        budget=8, threshold_ema=0.5, threshold_state=state,
     )
     assert state.value == 4.0  # mean of the dynamic thresholds (5, 3)
     expected_third = float(majority_weight(8, 4, F(1, 3)))  # k = 4, not its own dynamic 3
     torch.testing.assert_close(first[1], expected_third * grpo_z(third)[0])
-    ema_options = {"n_target": 8, "threshold_ema": 0.5, "threshold_state": state}
+    ema_options = {"budget": 8, "threshold_ema": 0.5, "threshold_state": state}
     second = compute_advantages("cat_majority", t64(third), answers=[MAJ_ANSWERS[2]], **ema_options)
     assert state.value == 3.5  # 0.5·4 + 0.5·3 → k = 4
     torch.testing.assert_close(second, expected_third * grpo_z(third))

@@ -68,7 +68,7 @@ def run(rule: str, rewards: list, **options) -> list[float]:
 def test_pkpo_matches_brute_force_subsets_with_ties(rewards, data):
     k = data.draw(st.integers(2, len(rewards)))
     expected = brute_force_pkpo(rewards, k)
-    assert run("pkpo", [float(r) for r in rewards], k=k) == pytest.approx([float(e) for e in expected], abs=1e-12)
+    assert run("pkpo", [float(r) for r in rewards], budget=k) == pytest.approx([float(e) for e in expected], abs=1e-12)
 
 
 @settings(max_examples=30, deadline=None)
@@ -79,7 +79,7 @@ def test_pkpo_matches_brute_force_subsets_with_ties(rewards, data):
 def test_pkpo_matches_brute_force_subsets_continuous(rewards, data):
     k = data.draw(st.integers(2, len(rewards)))
     expected = brute_force_pkpo([Fraction(r) for r in rewards], k)
-    assert run("pkpo", rewards, k=k) == pytest.approx([float(e) for e in expected], abs=1e-9)
+    assert run("pkpo", rewards, budget=k) == pytest.approx([float(e) for e in expected], abs=1e-9)
 
 
 @pytest.mark.parametrize(("n", "k"), [(40, 2), (40, 20), (40, 39), (60, 30)])
@@ -88,14 +88,14 @@ def test_pkpo_large_groups_match_exact_rational_closed_form(n, k):
     generator = torch.Generator().manual_seed(n + k)
     rewards = torch.randint(-20, 21, (n,), generator=generator).tolist()
     expected = [float(a) for a in formulas_closed_form_pkpo(rewards, k)]
-    got = run("pkpo", [float(r) for r in rewards], k=k)
+    got = run("pkpo", [float(r) for r in rewards], budget=k)
     assert got == pytest.approx(expected, rel=1e-9, abs=1e-9)
 
 
 def test_pkpo_huge_group_stays_finite():
     """C(1024, 512) overflows float64; the log-space coefficients do not."""
     rewards = torch.randn(2, 1024, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    advantages = compute_advantages("pkpo", rewards, k=512)
+    advantages = compute_advantages("pkpo", rewards, budget=512)
     assert torch.isfinite(advantages).all()
     assert (advantages >= 0).all()  # max@k LOO advantages are never negative
 
@@ -104,12 +104,12 @@ def test_pkpo_huge_group_stays_finite():
 def test_pkpo_with_k_equal_n_is_tang(n):
     rewards = torch.randn(16, n, generator=torch.Generator().manual_seed(n), dtype=torch.float64)
     rewards[0, :2] = 1.5  # a tied maximum or tied pair
-    torch.testing.assert_close(compute_advantages("pkpo", rewards, k=n), compute_advantages("loo_pass_at_k", rewards))
+    torch.testing.assert_close(compute_advantages("pkpo", rewards, budget=n), compute_advantages("loo_pass_at_k", rewards))
 
 
 def test_pkpo_with_k_1_is_rloo():
     rewards = torch.randn(8, 5, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
-    torch.testing.assert_close(compute_advantages("pkpo", rewards, k=1), compute_advantages("rloo", rewards))
+    torch.testing.assert_close(compute_advantages("pkpo", rewards, budget=1), compute_advantages("rloo", rewards))
 
 
 @settings(max_examples=40, deadline=None)

@@ -14,17 +14,18 @@ from aligntrain.advantages import (
     get_rule,
     list_rules,
     register_rule,
-    validate_rule_options,
+    parse_rule,
 )
+from aligntrain.advantages.registry import RuleOptions
 
 #: the options every rule needs to run (the rest keep their defaults)
 MINIMAL_OPTIONS = {
     "bon_max_mean": {},
     "bon_max_second": {},
-    "cat_best_of_n": {"n_target": 4},
-    "cat_majority": {"n_target": 4},
-    "cat_pass_at_n": {"n_target": 4},
-    "chow_bon": {"n_target": 4},
+    "cat_best_of_n": {"budget": 4},
+    "cat_majority": {"budget": 4},
+    "cat_pass_at_n": {"budget": 4},
+    "chow_bon": {"budget": 4},
     "dr_grpo": {},
     "grpo": {},
     "grpo_z": {},
@@ -32,7 +33,7 @@ MINIMAL_OPTIONS = {
     "loo_maj_at_k_biased": {},
     "loo_pass_at_k": {},
     "loo_pass_at_k_biased": {},
-    "pkpo": {"k": 3},
+    "pkpo": {"budget": 3},
     "prefix_tea": {},
     "rloo": {},
     "tea": {},
@@ -65,9 +66,12 @@ def test_every_rule_is_listed_here():
 @pytest.mark.parametrize("rule", sorted(MINIMAL_OPTIONS))
 def test_spec_describes_the_rule(rule):
     spec = get_rule(rule)
-    assert spec.name == rule and spec.description
+    assert spec.name == rule and spec.summary()
     assert spec.binary_rewards_only == (rule in BINARY_RULES)
-    validate_rule_options(rule, N, MINIMAL_OPTIONS[rule], binary_rewards=True)
+    parsed = parse_rule(rule, MINIMAL_OPTIONS[rule], group_size=N, binary_rewards=True)
+    assert isinstance(parsed, spec) and parsed.name == rule
+    for option in spec.model_fields.values():
+        assert option.description, (rule, option)
 
 
 def test_unbiased_rules_declare_their_objective():
@@ -135,7 +139,7 @@ def test_unknown_rule_lists_the_known_ones():
     with raises(r"unknown advantage rule 'nope'.*grpo_z"):
         compute_advantages("nope", torch.zeros(2, 2))
     with raises("unknown advantage rule"):
-        validate_rule_options("nope", 4, {})
+        parse_rule("nope", {}, group_size=4)
     with raises("unknown advantage rule"):
         get_rule("nope")
 
@@ -161,52 +165,56 @@ def test_bad_rewards(rewards, match):
 @pytest.mark.parametrize(
     ("rule", "options", "match"),
     [
-        ("grpo", {"k": 2}, r"rule 'grpo': unknown option\(s\) \['k'\]"),
-        ("pkpo", {}, "option k must be an integer"),
-        ("pkpo", {"k": 9}, r"option k must be an integer in \[1, 8\], i.e. <= n"),
-        ("pkpo", {"k": 0}, "option k must be"),
-        ("pkpo", {"k": 2.0}, "option k must be an integer"),
-        ("chow_bon", {"n_target": 0}, "option n_target must be an integer >= 1"),
-        ("chow_bon", {"n_target": 4, "clip": 0.0}, "option clip"),
-        ("cat_pass_at_n", {}, "option n_target must be an integer >= 1, got None"),
-        ("cat_pass_at_n", {"n_target": 0}, "option n_target"),
-        ("cat_pass_at_n", {"n_target": 4, "p_source": "oracle"}, "option p_source must be one of"),
-        ("cat_pass_at_n", {"n_target": 4, "log_weighted": 1}, "option log_weighted must be True or False"),
-        ("cat_pass_at_n", {"n_target": 4, "clip": -1.0}, "option clip"),
-        ("cat_pass_at_n", {"n_target": 4, "all_wrong_penalty": -0.5}, "option all_wrong_penalty"),
-        ("cat_pass_at_n", {"n_target": 4, "batch_normalize": "yes"}, "option batch_normalize"),
-        ("cat_majority", {"n_target": 4, "k": 5}, r"option k must be an integer in \[1, 4\], i.e. <= n_target"),
-        ("cat_majority", {"n_target": 4, "k": 2, "threshold_ema": 0.9}, "option threshold_ema applies to the dynamic"),
-        ("cat_majority", {"n_target": 4, "threshold_ema": 1.0}, "option threshold_ema must be"),
-        ("cat_best_of_n", {"n_target": 4, "quantile": "global"}, "option quantile must be one of"),
-        ("tea", {"alpha": 0.0}, "option alpha must be a real number in"),
+        ("grpo", {"k": 2}, r"advantage rule 'grpo': option k: unknown option"),
+        ("pkpo", {}, "option budget: Field required"),
+        ("pkpo", {"budget": 9}, r"rule 'pkpo': option budget \(9\) must be <= the group size n = 8"),
+        ("pkpo", {"budget": 0}, "option budget: Input should be greater than or equal to 1"),
+        ("pkpo", {"budget": 2.0}, "option budget: Input should be a valid integer"),
+        ("pkpo", {"budget": True}, "option budget: Input should be a valid integer"),
+        ("chow_bon", {"budget": 0}, "option budget: Input should be greater than or equal to 1"),
+        ("chow_bon", {"budget": 4, "clip": 0.0}, "option clip: Input should be greater than 0"),
+        ("cat_pass_at_n", {}, "option budget: Field required"),
+        ("cat_pass_at_n", {"budget": 0}, "option budget"),
+        ("cat_pass_at_n", {"budget": 4, "p_source": "oracle"}, "option p_source: Input should be 'empirical' or"),
+        ("cat_pass_at_n", {"budget": 4, "log_weighted": 1}, "option log_weighted: Input should be a valid boolean"),
+        ("cat_pass_at_n", {"budget": 4, "clip": -1.0}, "option clip"),
+        ("cat_pass_at_n", {"budget": 4, "clip": True}, "option clip: must be a number, not a boolean"),
+        ("cat_pass_at_n", {"budget": 4, "clip": math.inf}, "option clip: Input should be a finite number"),
+        ("cat_pass_at_n", {"budget": 4, "all_wrong_penalty": -0.5}, "option all_wrong_penalty"),
+        ("cat_pass_at_n", {"budget": 4, "batch_normalize": "yes"}, "option batch_normalize"),
+        ("cat_majority", {"budget": 4, "k": 5}, r"option k \(5\) must be <= budget \(4\)"),
+        ("cat_majority", {"budget": 4, "k": 2, "threshold_ema": 0.9}, "option threshold_ema applies to the dynamic"),
+        ("cat_majority", {"budget": 4, "threshold_ema": 1.0}, "option threshold_ema: Input should be less than 1"),
+        ("cat_best_of_n", {"budget": 4, "quantile": "global"}, "option quantile: Input should be 'in_batch',"),
+        ("tea", {"alpha": 0.0}, "option alpha: Input should be greater than 0"),
         ("tea", {"alpha": 1.0}, "option alpha"),
-        ("tea", {"n_target": 0}, "option n_target"),
+        ("tea", {"budget": 0}, "option budget"),
         ("tea", {"positive_part": None}, "option positive_part"),
-        ("prefix_tea", {"prefixes": (4, 6)}, "option prefixes must be"),
-        ("prefix_tea", {"prefixes": (6, 4, 8)}, "option prefixes must be"),
-        ("prefix_tea", {"prefixes": (1, 8)}, "option prefixes must be"),
-        ("prefix_tea", {"prefixes": (8,)}, "option prefixes must be"),
+        ("prefix_tea", {"prefixes": (4, 6)}, "option prefixes must end at the group size n = 8"),
+        ("prefix_tea", {"prefixes": (6, 4, 8)}, "option prefixes: prefixes must be"),
+        ("prefix_tea", {"prefixes": (1, 8)}, "option prefixes: prefixes must be"),
+        ("prefix_tea", {"prefixes": (8,)}, "option prefixes: prefixes must be"),
+        ("prefix_tea", {"prefixes": "48"}, "option prefixes: Input should be a valid tuple"),
     ],
 )
 def test_bad_options_fail_before_training(rule, options, match):
     with raises(match):
-        validate_rule_options(rule, N, options)
+        parse_rule(rule, options, group_size=N)
     with raises(match):
         compute_advantages(rule, sample_rewards(rule), answers=answers_for(sample_rewards(rule)), **options)
 
 
 def test_bad_group_size_fails_before_training():
     with raises("group_size"):
-        validate_rule_options("grpo", 1, {})
+        parse_rule("grpo", {}, group_size=1)
     with raises("prefixes defaults to"):
-        validate_rule_options("prefix_tea", 3, {})
+        parse_rule("prefix_tea", {}, group_size=3)
 
 
 @pytest.mark.parametrize("rule", sorted(BINARY_RULES))
 def test_binary_rule_on_continuous_problem_fails_early(rule):
     with raises(f"rule '{rule}' needs binary rewards"):
-        validate_rule_options(rule, N, MINIMAL_OPTIONS[rule], binary_rewards=False)
+        parse_rule(rule, MINIMAL_OPTIONS[rule], group_size=N, binary_rewards=False)
     with raises("rewards must be binary"):
         compute_advantages(rule, torch.full((2, 4), 0.5), answers=[["a"] * 4] * 2, **MINIMAL_OPTIONS[rule])
 
@@ -216,16 +224,16 @@ def test_missing_context():
     with raises("needs context 'answers'"):
         compute_advantages("loo_maj_at_k", rewards)
     with raises("needs context 'answers'"):
-        compute_advantages("cat_majority", rewards, n_target=4)
+        compute_advantages("cat_majority", rewards, budget=4)
     with raises("needs context 'logps'"):
-        compute_advantages("cat_pass_at_n", rewards, n_target=4, p_source="sequence")
+        compute_advantages("cat_pass_at_n", rewards, budget=4, p_source="sequence")
     with raises("needs context 'threshold_state'"):
-        compute_advantages("cat_majority", rewards, n_target=4, threshold_ema=0.9, answers=[["a", "b", "c"]])
+        compute_advantages("cat_majority", rewards, budget=4, threshold_ema=0.9, answers=[["a", "b", "c"]])
     with raises("needs context 'history'"):
-        compute_advantages("cat_best_of_n", rewards, n_target=4, quantile="history")
+        compute_advantages("cat_best_of_n", rewards, budget=4, quantile="history")
     with raises("needs context 'step'"):
         compute_advantages(
-            "cat_best_of_n", rewards, n_target=4, quantile="time_weighted", history=RewardHistory(decay=0.9)
+            "cat_best_of_n", rewards, budget=4, quantile="time_weighted", history=RewardHistory(decay=0.9)
         )
 
 
@@ -238,18 +246,18 @@ def test_mismatched_context_shapes():
     with raises("answers as a tensor must be integer class ids"):
         compute_advantages("loo_maj_at_k", rewards, answers=torch.zeros(2, 3))
     with raises("logps must be a tensor of the rewards' shape"):
-        compute_advantages("cat_pass_at_n", rewards, n_target=4, p_source="sequence", logps=torch.zeros(2, 2))
+        compute_advantages("cat_pass_at_n", rewards, budget=4, p_source="sequence", logps=torch.zeros(2, 2))
 
 
 def test_bad_context_values():
     rewards = torch.tensor([[1.0, 0.0, 0.0]])
     with raises(r"logps must be <= 0 \(sequence probability p = exp\(logps\) outside \[0, 1\]\)"):
         compute_advantages(
-            "cat_pass_at_n", rewards, n_target=4, p_source="sequence", logps=torch.tensor([[0.5, -1.0, -1.0]])
+            "cat_pass_at_n", rewards, budget=4, p_source="sequence", logps=torch.tensor([[0.5, -1.0, -1.0]])
         )
     with raises("logps contain NaN"):
         nan_logps = torch.tensor([[float("nan"), -1.0, -1.0]])
-        compute_advantages("cat_pass_at_n", rewards, n_target=4, p_source="sequence", logps=nan_logps)
+        compute_advantages("cat_pass_at_n", rewards, budget=4, p_source="sequence", logps=nan_logps)
     with raises("answers and rewards disagree: rollouts with the same answer class"):
         compute_advantages("loo_maj_at_k", rewards, answers=[["a", "a", "b"]])
     with raises(r"an unparseable answer \(None\) has reward 1"):
@@ -268,12 +276,12 @@ def test_time_weighted_history_errors():
     rewards = torch.tensor([[1.0, 0.0, 0.5]])
     with raises("needs a history created with a decay"):
         compute_advantages(
-            "cat_best_of_n", rewards, n_target=4, quantile="time_weighted", history=RewardHistory(), step=0
+            "cat_best_of_n", rewards, budget=4, quantile="time_weighted", history=RewardHistory(), step=0
         )
     history = RewardHistory(decay=0.9)
     history.append(torch.zeros(3), step=5)
     with raises(r"step \(4\) must be >= the history's last step \(5\)"):
-        compute_advantages("cat_best_of_n", rewards, n_target=4, quantile="time_weighted", history=history, step=4)
+        compute_advantages("cat_best_of_n", rewards, budget=4, quantile="time_weighted", history=history, step=4)
 
 
 def test_state_object_errors():
@@ -291,6 +299,23 @@ def test_state_object_errors():
 
 def test_registering_twice_or_with_unknown_context_fails():
     with raises("registered twice"):
-        register_rule("grpo")(lambda rewards, context: rewards)
+
+        @register_rule
+        class AnotherGRPO(RuleOptions):
+            name = "grpo"
+
     with raises("requires unknown context"):
-        register_rule("new_rule", requires=("reward_model",))
+
+        class NeedsAModel(RuleOptions):
+            name = "new_rule"
+            requires = frozenset({"reward_model"})
+
+
+def test_a_parsed_rule_runs_as_its_name_does_and_takes_no_more_options():
+    rewards = sample_rewards("pkpo")
+    parsed = parse_rule("pkpo", {"budget": 3}, group_size=N)
+    torch.testing.assert_close(compute_advantages(parsed, rewards), compute_advantages("pkpo", rewards, budget=3))
+    with raises("already parsed"):
+        compute_advantages(parsed, rewards, budget=2)
+    with raises(r"rule 'pkpo': option budget \(3\) must be <= the group size n = 2"):
+        compute_advantages(parsed, rewards[:, :2])

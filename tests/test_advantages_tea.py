@@ -31,7 +31,7 @@ def mp_expected_max(n: int) -> float:
         return float(mpmath.quad(integrand, [-mpmath.inf, 0, 2, 4, mpmath.inf]))
 
 
-def population_tail_gradient(alpha: float, n_target: int, positive_part: bool) -> tuple[float, float]:
+def population_tail_gradient(alpha: float, budget: int, positive_part: bool) -> tuple[float, float]:
     """(1/α) ∫_q^∞ g(r) S(r) φ(r) dr at the population tail vector of N(0, 1), by mpmath quadrature.
 
     q = Φ^{−1}(1 − α), m = φ(q)/α, s² = 1 + q m − m², κ = (e_N − m)/s (all computed here).
@@ -41,7 +41,7 @@ def population_tail_gradient(alpha: float, n_target: int, positive_part: bool) -
         density = lambda r: mpmath.exp(-r * r / 2) / mpmath.sqrt(2 * mpmath.pi)  # noqa: E731
         m = density(q) / alpha
         s = mpmath.sqrt(1 + q * m - m * m)
-        kappa = (mp_expected_max(n_target) - m) / s
+        kappa = (mp_expected_max(budget) - m) / s
         raw = lambda r: (r - q) + kappa / (2 * s) * ((r - m) ** 2 - (q - m) ** 2)  # noqa: E731
         g = (lambda r: max(raw(r), 0)) if positive_part else raw
         # g⁺ has a kink where g crosses 0: split the integral there

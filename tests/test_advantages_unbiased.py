@@ -127,7 +127,7 @@ def test_biased_loo_pass_at_k_optimises_the_n_minus_1_sample_objective(n):
 @pytest.mark.parametrize(("n", "k"), [(n, k) for n in (2, 3, 4) for k in range(1, n + 1)])
 def test_pkpo_is_unbiased_for_expected_max_of_k(n, k):
     expected = finite_difference(expected_max(k), THETA)
-    np.testing.assert_allclose(expected_rule_gradient("pkpo", n, REWARDS, k=k), expected, atol=1e-8)
+    np.testing.assert_allclose(expected_rule_gradient("pkpo", n, REWARDS, budget=k), expected, atol=1e-8)
 
 
 @pytest.mark.parametrize("n", [2, 3, 4])

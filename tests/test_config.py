@@ -7,6 +7,7 @@ import math
 import re
 import subprocess
 import sys
+import types
 import typing
 from pathlib import Path
 
@@ -28,7 +29,7 @@ def _broken(edit) -> dict:
 
 def test_default_and_smoke_profiles_are_valid():
     params = load_params(ROOT / "params.yaml")
-    assert params.variants["pass_at_n"].options.n >= 1
+    assert params.variants["pass_at_n"].options.budget >= 1
     for profile in sorted((ROOT / "profiles").glob("*.yaml")):
         load_params(profile)
 
@@ -45,11 +46,11 @@ def test_study_run_selects_from_the_catalog():
     ("edit", "key"),
     [
         (lambda r: r["variants"]["pass_at_n"].update(objective="no_such_loss"), "variants.pass_at_n"),
-        (lambda r: r["variants"]["pass_at_n"].update(n=0), "variants.pass_at_n.n"),
+        (lambda r: r["variants"]["pass_at_n"].update(budget=0), "variants.pass_at_n.budget"),
         (lambda r: r["train"].update(learning_rate=0.0), "train.learning_rate"),
         (lambda r: r["warmup"].update(learning_rate=-1e-3), "warmup.learning_rate"),
         (lambda r: r.pop("train"), "train"),
-        (lambda r: r["variants"]["ce"].update(n=4), "variants.ce"),  # CE takes no options
+        (lambda r: r["variants"]["ce"].update(budget=4), "variants.ce"),  # CE takes no options
         (lambda r: r["rollouts"].update(top_p=1.5), "rollouts.top_p"),
         (lambda r: r["compare"].update(baseline="nope"), "compare.baseline"),
         (lambda r: r["compare"].update(baseline="rloo"), "compare.baseline"),  # in the catalog, not in study.run
@@ -80,12 +81,12 @@ def _pass_at_n(**options):
 @pytest.mark.parametrize(
     ("edit", "key", "says"),
     [
-        (_add_variant("maj", objective="majority", n=8, k=9), "variants.maj.k", "k must be <= n"),
-        (_add_variant("maj", objective="majority", n=8, k=0), "variants.maj.k", "greater than or equal to 1"),
-        (_add_variant("maj", objective="majority", n=8, k=3, consensus=0.5), "variants.maj.consensus", "not both"),
-        (_add_variant("maj", objective="majority", n=8), "variants.maj.consensus", "give k (votes) or consensus"),
-        (_add_variant("maj", objective="majority", n=8, consensus=1.5), "variants.maj.consensus", "less than or equal"),
-        (_add_variant("maj", objective="majority", n=0, k=1), "variants.maj.n", "greater than or equal to 1"),
+        (_add_variant("maj", objective="majority", budget=8, k=9), "variants.maj.k", "k must be <= budget"),
+        (_add_variant("maj", objective="majority", budget=8, k=0), "variants.maj.k", "greater than or equal to 1"),
+        (_add_variant("maj", objective="majority", budget=8, k=3, consensus=0.5), "variants.maj.consensus", "not both"),
+        (_add_variant("maj", objective="majority", budget=8), "variants.maj.consensus", "give k (votes) or consensus"),
+        (_add_variant("maj", objective="majority", budget=8, consensus=1.5), "variants.maj.consensus", "less than or equal"),
+        (_add_variant("maj", objective="majority", budget=0, k=1), "variants.maj.budget", "greater than or equal to 1"),
         (_add_variant("con", objective="contrastive", num_rivals=0), "variants.con.num_rivals", "greater than or"),
         (_add_variant("con", objective="contrastive", mix=1.5), "variants.con.mix", "less than or equal to 1"),
         (_pass_at_n(refill_eps=-0.1), "variants.pass_at_n.refill_eps", "greater than or equal to 0"),
@@ -102,10 +103,10 @@ def test_strategy_sft_options_name_the_key(edit, key, says):
 
 def test_strategy_sft_variants_parse():
     raw = _broken(lambda r: r["variants"].update(
-        maj_k={"objective": "majority", "n": 8, "k": 3},
-        maj_rho={"objective": "majority", "n": 64, "consensus": 0.4},
+        maj_k={"objective": "majority", "budget": 8, "k": 3},
+        maj_rho={"objective": "majority", "budget": 64, "consensus": 0.4},
         con={"objective": "contrastive"},
-        dco={"objective": "pass_at_n", "n": 16, "refill_eps": 0.01},
+        dco={"objective": "pass_at_n", "budget": 16, "refill_eps": 0.01},
     ))
     variants = parse_params(raw).variants
     assert variants["maj_k"].options.threshold == 3
@@ -122,13 +123,13 @@ def test_unknown_objective_lists_the_known_ones():
 
 def test_cli_stops_before_any_work(tmp_path):
     """The stage command exits 2 with the key in its message, and writes nothing."""
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(_broken(lambda r: r["variants"]["pass_at_n"].update(n=-3))))
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(_broken(lambda r: r["variants"]["pass_at_n"].update(budget=-3))))
     out = subprocess.run(
         [sys.executable, "-m", "aligntrain.cli", "train", "--variant", "pass_at_n", "--root", str(tmp_path)],
         capture_output=True, text=True, timeout=120, cwd=ROOT,
     )
     assert out.returncode == 2
-    assert "variants.pass_at_n.n" in out.stderr
+    assert "variants.pass_at_n.budget" in out.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]
 
 
@@ -164,8 +165,13 @@ def _fields_of(model: type[BaseModel], cls: type) -> list[tuple[str, bool]]:
         if nested:
             found += [(f"{name}.{path}", is_list) for sub in nested for path, is_list in _fields_of(sub, cls)]
         elif cls in leaves:
-            found.append((name, typing.get_origin(info.annotation) is list))
+            found.append((name, typing.get_origin(_without_none(info.annotation)) in (list, tuple)))
     return found
+
+
+def _without_none(annotation):
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    return args[0] if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1 else annotation
 
 
 def _params_with(path: str, value) -> dict:
@@ -179,7 +185,7 @@ def _params_with(path: str, value) -> dict:
 
 
 #: Options that make each objective's variant valid apart from the field under test.
-_VALID_OPTIONS = {"majority": {"n": 8, "k": 1}}
+_VALID_OPTIONS = {"majority": {"budget": 8, "k": 1}}
 
 
 def _variant_with(objective: str, key: str, value) -> dict:
@@ -196,7 +202,8 @@ def _bad_value_cases(cls: type, bad_values: list) -> list:
     cases = []
     for path, is_list in _fields_of(Params, cls):
         cases += [pytest.param(_params_with, path, [v] if is_list else v, path, id=f"{path}={v}") for v in bad_values]
-    for objective, options in OBJECTIVES.items():
+    for options in OBJECTIVES:
+        objective = options.name
         for path, _ in _fields_of(options, cls):
             key = f"variants.x.{path}"
             cases += [pytest.param(lambda *_, o=objective, p=path, v=v: _variant_with(o, p, v), None, None, key,
@@ -231,8 +238,44 @@ def test_the_enumeration_sees_the_known_fields():
     assert {"study.seed", "problem.levels", "diagnostics.oracle.group_sizes", "rl.num_generations"} <= ints
 
 
+@pytest.mark.parametrize(("make", "path", "value", "key"), _bad_value_cases(float, [True, False]))
+def test_every_float_field_refuses_booleans(make, path, value, key):
+    _assert_refused(make(path, value), key, "not a boolean")
+
+
+def _rule_option_cases() -> list:
+    """(rule, option, bad value, what the message says) for every typed option of every advantage rule."""
+    from aligntrain.advantages import RULES
+
+    cases = []
+    for rule in RULES:
+        for option, _ in _fields_of(rule, float):
+            cases += [(rule.name, option, v, "finite number") for v in (math.inf, math.nan)]
+            cases.append((rule.name, option, True, "not a boolean"))
+        for option, is_list in _fields_of(rule, int):
+            cases += [(rule.name, option, [v, v] if is_list else v, "valid integer") for v in (True, 16.0)]
+    return cases
+
+
+@pytest.mark.parametrize(("rule", "option", "value", "says"), _rule_option_cases())
+def test_every_rule_option_is_typed_and_named(rule, option, value, says):
+    from aligntrain.advantages import get_rule
+
+    options = {"budget": 4} if "budget" in get_rule(rule).model_fields else {}
+    raw = _broken(lambda r: r["variants"].update(x={"objective": "rl", "rule": rule, **options, option: value}))
+    with pytest.raises(ParamsError) as err:
+        parse_params(raw)
+    assert f"variants.x: advantage rule '{rule}': option {option}" in str(err.value)
+    assert says in str(err.value)
+
+
+def test_rule_options_enumerated():
+    cases = _rule_option_cases()
+    assert {("tea", "alpha"), ("pkpo", "budget"), ("cat_majority", "threshold_ema")} <= {c[:2] for c in cases}
+
+
 def test_rl_config_floats_finite_and_ints_strict():
-    from aligntrain.training.rl import RLConfig
+    from aligntrain.config import RLConfig
 
     floats = [path for path, _ in _fields_of(RLConfig, float)]
     ints = [path for path, _ in _fields_of(RLConfig, int)]
@@ -244,7 +287,8 @@ def test_rl_config_floats_finite_and_ints_strict():
 
 
 def test_a_boolean_count_names_the_key():
-    _assert_refused(_broken(lambda r: r["variants"]["pass_at_n"].update(n=True)), "variants.pass_at_n.n", "integer")
+    _assert_refused(_broken(lambda r: r["variants"]["pass_at_n"].update(budget=True)), "variants.pass_at_n.budget",
+                    "integer")
 
 
 @pytest.mark.parametrize(

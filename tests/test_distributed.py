@@ -262,7 +262,7 @@ def _check_step(records: list[dict], step: int, history: RewardHistory) -> None:
     index = list(by_prompt.values())  # rows reach the loss shuffled: regroup them by prompt
     assert [len(group) for group in index] == [N] * WORLD, "two groups of 4 per step"
     rewards = torch.tensor([[float(length_mod_3(rows[i][1])) for i in group] for group in index])
-    expected = compute_advantages("cat_best_of_n", rewards, history=history, step=step, n_target=8, quantile="history")
+    expected = compute_advantages("cat_best_of_n", rewards, history=history, step=step, budget=8, quantile="history")
     got = torch.tensor([[rows[i][2] for i in group] for group in index])
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
     assert expected.abs().gt(0).any(), f"vacuous: every advantage of step {step} is 0"

@@ -725,7 +725,7 @@ def test_strategy_losses_refuse_an_infinite_log_probability() -> None:
     from aligntrain.objectives import get_objective
 
     logp = torch.tensor([-2.0, -math.inf], dtype=torch.float32, requires_grad=True)
-    for name, options in [("pass_at_n", {"n": 4}), ("majority", {"n": 4, "k": 2})]:
+    for name, options in [("pass_at_n", {"budget": 4}), ("majority", {"budget": 4, "k": 2})]:
         objective = get_objective(name).model_validate(options)
         with pytest.raises(ValueError, match="logp must be finite"):
             objective.loss(logp)

@@ -17,17 +17,10 @@ from datasets import Dataset
 from transformers import TrainerCallback
 
 import aligntrain.training.rl as rl
-from aligntrain.advantages import RewardHistory, compute_advantages, list_rules
-from aligntrain.config import OptimConfig
+from aligntrain.advantages import RewardHistory, compute_advantages, list_rules, parse_rule
+from aligntrain.config import RLConfig
 from aligntrain.problems import get_problem
-from aligntrain.training.rl import (
-    RLConfig,
-    StrategyGRPOTrainer,
-    check_trl_version,
-    grpo_config,
-    safe_reward_fn,
-    train_rl,
-)
+from aligntrain.training.rl import StrategyGRPOTrainer, check_trl_version, safe_reward_fn, train_rl
 
 torch.set_num_threads(1)
 
@@ -52,29 +45,28 @@ def first_char_is_digit(text, row):
     return 1.0 if first_char(text) in DIGITS else 0.0
 
 
-def _optim(steps, **kw):
-    return OptimConfig(steps=steps, batch_size=BATCH, learning_rate=1e-3, warmup_ratio=0.0, log_every=1, **kw)
-
-
-def _config(rule, options=None, **kw):
-    return RLConfig(rule=rule, rule_options=options or {}, num_generations=N, max_completion_length=10, **kw)
+def _config(rule, options=None, steps=1, **kw):
+    """The one RL configuration: schedule, group, sampling and the rule with its options."""
+    schedule = dict(steps=steps, batch_size=BATCH, learning_rate=1e-3, lr_warmup_ratio=0.0, log_every=1)
+    return RLConfig(
+        rule={"name": rule, **(options or {})}, num_generations=N, max_completion_length=10, **{**schedule, **kw}
+    )
 
 
 def _trainer(tiny_model, arith_rows, tmp_path, config, reward, steps, answer_class=None, binary=None):
     model, tokenizer = tiny_model
     train = arith_rows["train"]
     data = Dataset.from_dict({c: [r[c] for r in train] for c in ("prompt", "answer")})
+    config.rule.check_fits(binary_rewards=binary)
     return StrategyGRPOTrainer(
-        model=model,
-        reward_funcs=[safe_reward_fn(reward, timeout_s=5.0)],
-        args=grpo_config(_optim(steps, checkpoint_every=100), config, tmp_path, seed=0),
+        model,
+        [safe_reward_fn(reward, timeout_s=5.0)],
+        config=config.model_copy(update={"steps": steps, "checkpoint_every": 100}),
+        checkpoint_dir=tmp_path,
+        seed=0,
+        answer_class=answer_class,
         train_dataset=data,
         processing_class=tokenizer,
-        rule=config.rule,
-        rule_options=config.rule_options,
-        answer_class=answer_class,
-        binary_rewards=binary,
-        reward_history=config.new_history(),
     )
 
 
@@ -123,10 +115,10 @@ def _teacher_forced_logps(model, inputs):
 
 CASES = {
     "rloo": dict(rule="rloo", reward=length_mod_3),
-    "pkpo_k2": dict(rule="pkpo", options={"k": 2}, reward=length_mod_3),
+    "pkpo_k2": dict(rule="pkpo", options={"budget": 2}, reward=length_mod_3),
     "loo_maj_at_k": dict(rule="loo_maj_at_k", reward=first_char_is_digit, answer_class=first_char, binary=True),
     "cat_best_of_n_history": dict(
-        rule="cat_best_of_n", options={"n_target": 8, "quantile": "history"}, reward=length_mod_3
+        rule="cat_best_of_n", options={"budget": 8, "quantile": "history"}, reward=length_mod_3
     ),
     "tea": dict(rule="tea", options={"alpha": 0.5}, reward=length_mod_3),  # n = 4: the top 2 form the tail
 }
@@ -206,11 +198,11 @@ def test_rule_gets_the_sequence_logps(tiny_model, arith_rows, tmp_path, monkeypa
     received = []
 
     def spy(rule, rewards, **kwargs):
-        received.append(kwargs)
+        received.append((rule, kwargs))
         return compute_advantages(rule, rewards, **kwargs)
 
     monkeypatch.setattr(rl, "compute_advantages", spy)
-    config = _config("cat_pass_at_n", {"n_target": 8, "p_source": "sequence"})
+    config = _config("cat_pass_at_n", {"budget": 8, "p_source": "sequence"})
     trainer = _trainer(tiny_model, arith_rows, tmp_path, config, first_char_is_digit, steps=1, binary=True)
     references = []
     original = trainer.compute_loss
@@ -222,12 +214,12 @@ def test_rule_gets_the_sequence_logps(tiny_model, arith_rows, tmp_path, monkeypa
 
     trainer.compute_loss = loss_spy
     trainer.train()
-    (kwargs,), (reference,) = received, references
+    ((rule, kwargs),), (reference,) = received, references
     assert tuple(kwargs["logps"].shape) == (BATCH // N, N)
     # Rows reach the loss shuffled: compare sorted values.
     got, want = kwargs["logps"].flatten().sort().values, reference.flatten().sort().values
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
-    assert kwargs["step"] == 0 and kwargs["n_target"] == 8
+    assert kwargs["step"] == 0 and rule.name == "cat_pass_at_n" and rule.budget == 8
 
 
 # --------------------------------------------------------------------------- unscorable rewards
@@ -248,7 +240,7 @@ def _pkpo_k2(rewards):
 def test_unscorable_samples_get_zero_advantage_and_are_counted(tiny_model, arith_rows, tmp_path):
     _, tokenizer = tiny_model
     steps = 3
-    config = _config("pkpo", {"k": 2})
+    config = _config("pkpo", {"budget": 2}, max_unscorable_fraction=1.0)  # this test wants many unscorable
     trainer = _trainer(tiny_model, arith_rows, tmp_path, config, _raises_on_multiples_of_3, steps=steps)
     seen = _capture_loss_inputs(trainer)
     trainer.train()
@@ -349,25 +341,23 @@ def test_safe_reward_fn_deadline_off_the_main_thread():
 
 
 def test_config_rejects_bad_variants_naming_the_option():
-    with pytest.raises(ValueError, match="known rules") as err:
-        RLConfig(rule="pass_at_k_magic")
-    assert "pkpo" in str(err.value) and all(name in str(err.value) for name in list_rules())
-    with pytest.raises(ValueError, match=r"option k must be an integer in \[1, 4\]"):
-        RLConfig(rule="pkpo", rule_options={"k": 5}, num_generations=4)
-    with pytest.raises(ValueError, match="unknown option"):
-        RLConfig(rule="rloo", rule_options={"k": 2})
+    with pytest.raises(ValueError, match="unknown advantage rule") as err:
+        _config("pass_at_k_magic")
+    assert all(name in str(err.value) for name in list_rules())
+    with pytest.raises(ValueError, match=r"option budget \(5\) must be <= the group size n = 4"):
+        _config("pkpo", {"budget": 5})
+    with pytest.raises(ValueError, match="option k: unknown option"):
+        _config("rloo", {"k": 2})
+    with pytest.raises(ValueError, match="decay"):  # caught by the dry run, when the config is built
+        _config("cat_best_of_n", {"budget": 4, "quantile": "time_weighted"})
+    _config("cat_best_of_n", {"budget": 4, "quantile": "time_weighted"}, history_decay=0.9)
+    with pytest.raises(ValueError, match="batch_size"):
+        _config("rloo", batch_size=6)
     with pytest.raises(ValueError, match="needs binary rewards"):
-        RLConfig(rule="loo_maj_at_k").resolve(binary_rewards=False, has_answer_class=True)
-    with pytest.raises(ValueError, match="answer_class"):
-        RLConfig(rule="loo_maj_at_k").resolve(binary_rewards=True, has_answer_class=False)
-    with pytest.raises(ValueError, match="decay"):  # caught by the dry run, before training
-        RLConfig(rule="cat_best_of_n", rule_options={"n_target": 4, "quantile": "time_weighted"}).resolve(
-            binary_rewards=False, has_answer_class=False
-        )
-    options = RLConfig(rule="pkpo", rule_options={"k": 2}).resolve(binary_rewards=False, has_answer_class=False)
-    assert options == {"k": 2}
-    assert RLConfig(rule="dr_grpo").resolved_loss_type == "dr_grpo"
-    assert RLConfig(rule="rloo").resolved_loss_type == "dapo"
+        _config("loo_maj_at_k").rule.check_fits(binary_rewards=False)
+    assert _config("pkpo", {"budget": 2}).rule == parse_rule("pkpo", {"budget": 2})
+    assert _config("dr_grpo").resolved_loss_type == "dr_grpo"
+    assert _config("rloo").resolved_loss_type == "dapo"
 
 
 def test_train_rl_fails_before_building_the_trainer(tiny_model, arith_rows, tmp_path, monkeypatch):
@@ -376,13 +366,14 @@ def test_train_rl_fails_before_building_the_trainer(tiny_model, arith_rows, tmp_
 
     monkeypatch.setattr(rl, "StrategyGRPOTrainer", no_trainer)
     model, tokenizer = tiny_model
-    common = dict(reward_fn=first_char_is_digit, seed=0)
     with pytest.raises(ValueError, match="needs binary rewards"):
-        train_rl(model, tokenizer, arith_rows["train"], _optim(1), tmp_path, config=_config("loo_maj_at_k"),
-                 answer_class=first_char, binary_rewards=False, **common)
-    with pytest.raises(ValueError, match="batch_size"):
-        train_rl(model, tokenizer, arith_rows["train"], _optim(1).model_copy(update={"batch_size": 6}), tmp_path,
-                 config=_config("rloo"), **common)
+        train_rl(model, tokenizer, arith_rows["train"], _config("loo_maj_at_k"), tmp_path,
+                 reward_fn=first_char_is_digit, answer_class=first_char, binary_rewards=False, seed=0)
+
+
+def test_the_trainer_needs_an_answer_parser_for_rules_that_vote(tiny_model, arith_rows, tmp_path):
+    with pytest.raises(ValueError, match="needs parsed answers: pass answer_class"):
+        _trainer(tiny_model, arith_rows, tmp_path, _config("loo_maj_at_k"), first_char_is_digit, steps=1)
 
 
 def test_train_rl_with_the_arith_problem(tiny_model, arith_rows, tmp_path):
@@ -396,7 +387,7 @@ def test_train_rl_with_the_arith_problem(tiny_model, arith_rows, tmp_path):
         return problem.reward(text, row)
 
     metrics = train_rl(
-        model, tokenizer, arith_rows["train"], _optim(2), tmp_path / "ck", config=_config("loo_maj_at_k"),
+        model, tokenizer, arith_rows["train"], _config("loo_maj_at_k", steps=2), tmp_path / "ck",
         reward_fn=reward, answer_class=problem.answer_class, binary_rewards=problem.binary_rewards, seed=0,
     )
     assert metrics["resumed_from_step"] == 0.0 and metrics["unscorable_total"] == 0.0
@@ -406,6 +397,33 @@ def test_train_rl_with_the_arith_problem(tiny_model, arith_rows, tmp_path):
     for row in seen:
         assert row["answer"] == by_prompt[row["prompt"]]["answer"] and "completion" not in row
     assert not (tmp_path / "ck").exists()
+
+
+#: TRL internals StrategyGRPOTrainer overrides or calls, with the parameters it relies on
+TRL_INTERNALS = {
+    "_calculate_rewards": ["self", "inputs", "prompts", "completions", "completion_ids_list"],
+    "_generate_and_score_completions": ["self", "inputs"],
+    "_get_per_token_logps_and_entropies": ["self", "model", "input_ids", "attention_mask", "logits_to_keep",
+                                            "batch_size"],
+    "_save_checkpoint": ["self", "model", "trial"],
+    "_load_optimizer_and_scheduler": ["self", "checkpoint"],
+}
+
+
+def test_the_trl_internals_the_trainer_relies_on():
+    """A TRL upgrade that renames or re-signs one of these fails here, not in the middle of a run."""
+    import inspect
+
+    from trl import GRPOTrainer
+
+    for method, parameters in TRL_INTERNALS.items():
+        assert hasattr(GRPOTrainer, method), method
+        signature = list(inspect.signature(getattr(GRPOTrainer, method)).parameters)
+        assert signature[: len(parameters)] == parameters, (method, signature)
+    # The attributes the overrides read.
+    source = inspect.getsource(GRPOTrainer._generate_and_score_completions)
+    for name in ("self._calculate_rewards(", '"advantages"', "old_per_token_logps", "self.num_generations"):
+        assert name in source, name
 
 
 def test_trainer_checks_the_pinned_trl_version(tiny_model, arith_rows, tmp_path, monkeypatch):
@@ -436,16 +454,16 @@ def test_interrupted_run_resumes_with_its_reward_history(tiny_model, arith_rows,
         return compute_advantages(rule, rewards, **kwargs)
 
     monkeypatch.setattr(rl, "compute_advantages", spy)
-    config = _config("cat_best_of_n", {"n_target": 8, "quantile": "history"})
-    optim = _optim(4, checkpoint_every=2)
-    run = dict(config=config, reward_fn=length_mod_3, seed=0)
+    config = _config("cat_best_of_n", {"budget": 8, "quantile": "history"})
+    config = config.model_copy(update={"steps": 4, "checkpoint_every": 2})
+    run = dict(reward_fn=length_mod_3, seed=0)
     with pytest.raises(KeyboardInterrupt):
-        train_rl(model, tokenizer, arith_rows["train"], optim, tmp_path / "ck", callbacks=[_Crash()], **run)
+        train_rl(model, tokenizer, arith_rows["train"], config, tmp_path / "ck", callbacks=[_Crash()], **run)
     assert (tmp_path / "ck" / "checkpoint-2" / rl.RL_STATE_FILE).is_file()
     assert [c[0] for c in calls] == [0, 1, 2]
 
     calls.clear()
-    metrics = train_rl(model, tokenizer, arith_rows["train"], optim, tmp_path / "ck", **run)
+    metrics = train_rl(model, tokenizer, arith_rows["train"], config, tmp_path / "ck", **run)
     assert metrics["resumed_from_step"] == 2.0
     # The resumed run starts at step 2 with the history saved at step 2: steps 0 and 1, two batches.
     assert calls == [(2, 2 * BATCH, [0, 1]), (3, 3 * BATCH, [0, 1, 2])]
@@ -457,9 +475,8 @@ def test_a_step_of_mostly_unscorable_rewards_stops_training(tiny_model, arith_ro
     model, tokenizer = tiny_model
     unscorable = lambda text, row: None  # noqa: E731  (what a grader returns on a broken gold answer)
     with pytest.raises(RuntimeError, match=r"step 0: 8 of 8 rewards are unscorable \(100% > rl.max_unscorable_fraction"):
-        train_rl(model, tokenizer, arith_rows["train"], _optim(2), tmp_path / "ck", config=_config("grpo"),
+        train_rl(model, tokenizer, arith_rows["train"], _config("grpo", steps=2), tmp_path / "ck",
                  reward_fn=unscorable, seed=0)
-    tolerant = _config("grpo").model_copy(update={"max_unscorable_fraction": 1.0})
-    metrics = train_rl(model, tokenizer, arith_rows["train"], _optim(2), tmp_path / "ck2", config=tolerant,
-                       reward_fn=unscorable, seed=0)
+    tolerant = _config("grpo", steps=2, max_unscorable_fraction=1.0)
+    metrics = train_rl(model, tokenizer, arith_rows["train"], tolerant, tmp_path / "ck2", reward_fn=unscorable, seed=0)
     assert metrics["unscorable_total"] == 2 * BATCH

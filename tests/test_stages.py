@@ -42,8 +42,8 @@ def test_train_variant_saves_a_model(study, arith_rows, variant):
 
 def test_rl_variant_that_does_not_fit_fails_before_training():
     raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
-    raw["variants"]["bad"] = {"objective": "rl", "rule": "pkpo", "k": 99}
-    with pytest.raises(ValueError, match=r"variants\.bad: rule 'pkpo': option k"):
+    raw["variants"]["bad"] = {"objective": "rl", "rule": "pkpo", "budget": 99}
+    with pytest.raises(ValueError, match=r"variants\.bad: rule 'pkpo': option budget \(99\) must be <= the group size"):
         parse_params(raw)
     raw["variants"]["bad"] = {"objective": "rl", "rule": "no_such_rule"}
     with pytest.raises(ValueError, match=r"variants\.bad: .*known"):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from aligntrain.advantages.registry import RuleContext, register_rule
+from aligntrain.advantages.registry import RuleContext, RuleOptions, register_rule
 
 #: added to the group standard deviation in GRPO-Z (000's and TRL's code)
 GRPO_Z_EPS = 1e-4
@@ -35,24 +35,32 @@ def group_normalized_advantage(rewards: Tensor) -> Tensor:
     return centered(rewards) / (rewards.std(dim=1, correction=1, keepdim=True) + GRPO_Z_EPS)
 
 
-@register_rule("grpo")
-def grpo(rewards: Tensor, context: RuleContext) -> Tensor:
+@register_rule
+class GRPO(RuleOptions):
     """GRPO: A_i = r_i − mean(r) (004 eq. 19); biased at scale 1: E[(1/n)ΣA_i S_i] = (n−1)/n ∇E[r].
 
     The mean includes r_i itself, which correlates the baseline with y_i and
     shrinks the gradient by exactly (n−1)/n relative to RLOO.
     """
-    return centered(rewards)
+
+    name = "grpo"
+
+    def advantages(self, rewards: Tensor, context: RuleContext) -> Tensor:
+        return centered(rewards)
 
 
-@register_rule("grpo_z")
-def grpo_z(rewards: Tensor, context: RuleContext) -> Tensor:
+@register_rule
+class GRPOZ(RuleOptions):
     """GRPO-Z: (r_i − mean(r)) / (std_ddof1(r) + 1e−4); a group of equal rewards gives 0."""
-    return group_normalized_advantage(rewards)
+
+    name = "grpo_z"
+
+    def advantages(self, rewards: Tensor, context: RuleContext) -> Tensor:
+        return group_normalized_advantage(rewards)
 
 
-@register_rule("dr_grpo")
-def dr_grpo(rewards: Tensor, context: RuleContext) -> Tensor:
+@register_rule
+class DrGRPO(RuleOptions):
     """Dr. GRPO: the same advantage as GRPO, r_i − mean(r) (no std division; 001 App. B).
 
     Its difference from GRPO lies in the loss reduction, not in the advantage: the
@@ -60,11 +68,25 @@ def dr_grpo(rewards: Tensor, context: RuleContext) -> Tensor:
     instead of being averaged over each completion's length. The trainer selects
     that reduction; this rule only supplies the advantage.
     """
-    return centered(rewards)
+
+    name = "dr_grpo"
+
+    def advantages(self, rewards: Tensor, context: RuleContext) -> Tensor:
+        return centered(rewards)
 
 
-@register_rule("rloo", unbiased_for="E[r] (mean reward of one sample)")
-def rloo(rewards: Tensor, context: RuleContext) -> Tensor:
-    """RLOO: A_i = r_i − mean_{j≠i} r_j = n/(n−1)·(r_i − mean(r)); unbiased for E[r] (FORMULAS §3)."""
+def rloo_advantage(rewards: Tensor) -> Tensor:
+    """A_i = r_i − mean_{j≠i} r_j = n/(n−1)·(r_i − mean(r))."""
     n = rewards.shape[1]
     return centered(rewards) * (n / (n - 1))
+
+
+@register_rule
+class RLOO(RuleOptions):
+    """RLOO: A_i = r_i − mean_{j≠i} r_j = n/(n−1)·(r_i − mean(r)); unbiased for E[r] (FORMULAS §3)."""
+
+    name = "rloo"
+    unbiased_for = "E[r] (mean reward of one sample)"
+
+    def advantages(self, rewards: Tensor, context: RuleContext) -> Tensor:
+        return rloo_advantage(rewards)

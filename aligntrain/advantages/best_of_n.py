@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import torch
+from pydantic import Field, StrictInt
 from torch import Tensor
 
 from aligntrain.advantages.baselines import centered, constant_groups
-from aligntrain.advantages.registry import RuleContext, register_rule, require_int, require_real
+from aligntrain.advantages.registry import RuleContext, RuleOptions, register_rule
+from aligntrain.options import Real
 
 
 def _only_selected(rewards: Tensor, selected_value: Tensor) -> Tensor:
@@ -18,23 +20,31 @@ def _only_selected(rewards: Tensor, selected_value: Tensor) -> Tensor:
     return torch.zeros_like(rewards).scatter_(1, selected, selected_value)
 
 
-@register_rule("bon_max_mean")
-def bon_max_mean(rewards: Tensor, context: RuleContext) -> Tensor:
+@register_rule
+class BoNMaxMean(RuleOptions):
     """BoN-max mean: r_max − mean(r) on the reward-selected rollout only, 0 elsewhere (004 eq. 21); biased."""
-    return _only_selected(rewards, centered(rewards).amax(dim=1, keepdim=True))
+
+    name = "bon_max_mean"
+
+    def advantages(self, rewards: Tensor, context: RuleContext) -> Tensor:
+        return _only_selected(rewards, centered(rewards).amax(dim=1, keepdim=True))
 
 
-@register_rule("bon_max_second")
-def bon_max_second(rewards: Tensor, context: RuleContext) -> Tensor:
+@register_rule
+class BoNMaxSecond(RuleOptions):
     """BoN-max second: r_max − r_(second) on the reward-selected rollout only (004 eq. 22); biased.
 
     r_(second) is the second largest value of the sorted group, so a tied maximum gives 0.
     """
-    top_two = rewards.topk(2, dim=1).values
-    return _only_selected(rewards, top_two[:, :1] - top_two[:, 1:])
+
+    name = "bon_max_second"
+
+    def advantages(self, rewards: Tensor, context: RuleContext) -> Tensor:
+        top_two = rewards.topk(2, dim=1).values
+        return _only_selected(rewards, top_two[:, :1] - top_two[:, 1:])
 
 
-def chow_binary_advantage(rewards: Tensor, n_target: int, clip: float) -> Tensor:
+def chow_binary_advantage(rewards: Tensor, budget: int, clip: float) -> Tensor:
     """Chow BoN-RL, binary rewards (FORMULAS §3; third-party code, not checked against the paper).
 
     With p_fail = 1 − mean(r): a correct rollout gets N p_fail^{N−1}/(1 − p_fail^N),
@@ -47,23 +57,20 @@ def chow_binary_advantage(rewards: Tensor, n_target: int, clip: float) -> Tensor
     solved = torch.where(flat, torch.full_like(solved, 0.5), solved)  # safe input for unused branches
     failed = 1.0 - solved
     # 1 − p_fail^N = −expm1(N·log(1 − solved)), exact for p_fail close to 1.
-    correct = n_target * failed.pow(n_target - 1) / -torch.expm1(n_target * torch.log1p(-solved))
-    incorrect = -n_target * failed / solved
+    correct = budget * failed.pow(budget - 1) / -torch.expm1(budget * torch.log1p(-solved))
+    incorrect = -budget * failed / solved
     advantages = torch.where(rewards > 0, correct, incorrect).clamp(-clip, clip)
     return advantages.masked_fill(flat, 0.0)
 
 
-def _check_chow(rule: str, options, n: int) -> None:
-    require_int(rule, "n_target", options["n_target"], 1)
-    require_real(rule, "clip", options["clip"], low=0.0, low_open=True)
-
-
-@register_rule(
-    "chow_bon",
-    defaults={"n_target": None, "clip": 3.0},
-    binary_rewards_only=True,
-    check_options=_check_chow,
-)
-def chow_bon(rewards: Tensor, context: RuleContext, n_target: int, clip: float) -> Tensor:
+@register_rule
+class ChowBoN(RuleOptions):
     """Chow BoN-RL (binary): N p_f^{N−1}/(1−p_f^N) if correct, −N p_f/(1−p_f) if not, clipped ±3; biased."""
-    return chow_binary_advantage(rewards, n_target, clip)
+
+    name = "chow_bon"
+    binary_rewards_only = True
+    budget: StrictInt = Field(ge=1, description="Test-time budget N of best-of-N.")
+    clip: Real = Field(3.0, gt=0, description="Advantages are clipped to [−clip, clip].")
+
+    def advantages(self, rewards: Tensor, context: RuleContext) -> Tensor:
+        return chow_binary_advantage(rewards, self.budget, self.clip)

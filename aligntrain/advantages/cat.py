@@ -15,21 +15,17 @@ batch normalisation; none is on the unbiased scale convention.
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import torch
+from pydantic import Field, StrictBool, StrictInt, model_validator
 from torch import Tensor
 
 from aligntrain.advantages.answers import answer_classes
 from aligntrain.advantages.baselines import group_normalized_advantage
-from aligntrain.advantages.registry import (
-    RuleContext,
-    register_rule,
-    require_bool,
-    require_choice,
-    require_int,
-    require_real,
-)
+from aligntrain.advantages.registry import RuleContext, RuleOptions, register_rule
 from aligntrain.advantages.state import RewardHistory
+from aligntrain.options import Real
 from aligntrain.losses import (
     cat_best_of_n_rl_weight,
     cat_majority_rl_weight,
@@ -39,7 +35,6 @@ from aligntrain.losses import (
     sequence_success_probability,
 )
 
-P_SOURCES = ("empirical", "sequence")
 #: the global-history quantile is clamped to this interval (000 eq. 105)
 HISTORY_QUANTILE_BOUNDS = (0.001, 0.999)
 
@@ -87,58 +82,47 @@ def _weighted_advantage(rewards: Tensor, weights: Tensor, batch_normalize: bool)
     return weights.to(rewards.dtype) * group_normalized_advantage(rewards)
 
 
-def _check_common(rule: str, options, n: int) -> None:
-    require_int(rule, "n_target", options["n_target"], 1)
-    require_real(rule, "clip", options["clip"], low=0.0, low_open=True)
-    require_bool(rule, "batch_normalize", options["batch_normalize"])
+class _CATRule(RuleOptions):
+    """Options every CAT rule has: the budget N, the weight clip and batch normalisation."""
+
+    budget: StrictInt = Field(ge=1, description="Test-time budget N of the strategy the weight targets.")
+    clip: Real = Field(50.0, gt=0, description="The strategy weight is clipped to at most this (000 App. J.3).")
+    batch_normalize: StrictBool = Field(False, description="Divide the weights by their batch mean (000 eq. 81).")
 
 
-def _check_binary_strategy(rule: str, options, n: int) -> None:
-    _check_common(rule, options, n)
-    require_choice(rule, "p_source", options["p_source"], P_SOURCES)
-    require_bool(rule, "log_weighted", options["log_weighted"])
-    require_real(rule, "all_wrong_penalty", options["all_wrong_penalty"], low=0.0, high=math.inf, high_open=True)
+class _CATBinaryRule(_CATRule):
+    """Options of the CAT rules for binary rewards (Pass@N, majority vote)."""
 
+    binary_rewards_only = True
+    p_source: Literal["empirical", "sequence"] = Field(
+        "empirical",
+        description="p per rollout: 'empirical' smoothed group accuracy (000 eq. 79) or 'sequence' exp(logps) "
+        "(000 App. J.3; needs logps).",
+    )
+    log_weighted: StrictBool = Field(True, description="Use the log-derivative weight F(N, p) (000 eq. 75).")
+    all_wrong_penalty: Real = Field(0.0, ge=0, description="Subtracted from every advantage of an all-wrong group.")
 
-def _logps_if_sequence(options) -> frozenset[str]:
-    return frozenset({"logps"}) if options["p_source"] == "sequence" else frozenset()
+    def context_needed(self) -> frozenset[str]:
+        return frozenset({"logps"}) if self.p_source == "sequence" else frozenset()
 
 
 # --------------------------------------------------------------------------- Pass@N
 
 
-@register_rule(
-    "cat_pass_at_n",
-    defaults={
-        "n_target": None,
-        "p_source": "empirical",
-        "log_weighted": True,
-        "clip": 50.0,
-        "batch_normalize": False,
-        "all_wrong_penalty": 0.0,
-    },
-    binary_rewards_only=True,
-    context_for_options=_logps_if_sequence,
-    check_options=_check_binary_strategy,
-)
-def cat_pass_at_n(
-    rewards: Tensor,
-    context: RuleContext,
-    n_target: int,
-    p_source: str,
-    log_weighted: bool,
-    clip: float,
-    batch_normalize: bool,
-    all_wrong_penalty: float,
-) -> Tensor:
+@register_rule
+class CATPassAtN(_CATBinaryRule):
     """CAT Pass@N: w·A^{GRPO-Z}, w = N(1−p)^{N−1} or log-weighted F(N, p), clipped (000 eq. 54, 75, J.3); biased.
 
     Default log-weighted (000 App. J.3: the author's primary RL implementation).
     """
-    p = success_probability(rewards, context, p_source)
-    weights = cat_pass_at_n_rl_weight(p, n_target, log_weighted=log_weighted, clip=clip)
-    advantages = _weighted_advantage(rewards, weights, batch_normalize)
-    return apply_all_wrong_penalty(advantages, rewards, all_wrong_penalty)
+
+    name = "cat_pass_at_n"
+
+    def advantages(self, rewards: Tensor, context: RuleContext) -> Tensor:
+        p = success_probability(rewards, context, self.p_source)
+        weights = cat_pass_at_n_rl_weight(p, self.budget, log_weighted=self.log_weighted, clip=self.clip)
+        advantages = _weighted_advantage(rewards, weights, self.batch_normalize)
+        return apply_all_wrong_penalty(advantages, rewards, self.all_wrong_penalty)
 
 
 # --------------------------------------------------------------------------- majority vote
@@ -154,7 +138,7 @@ def most_frequent_wrong_count(rewards: Tensor, answers) -> Tensor:
 
 
 def majority_threshold(
-    rewards: Tensor, context: RuleContext, n_target: int, k: int | None, threshold_ema: float | None
+    rewards: Tensor, context: RuleContext, budget: int, k: int | None, threshold_ema: float | None
 ) -> int | Tensor:
     """The vote threshold k of the majority weight: fixed, per-prompt dynamic, or its EMA.
 
@@ -167,72 +151,54 @@ def majority_threshold(
     if k is not None:
         return k
     c_max = most_frequent_wrong_count(rewards, context.answers)
-    dynamic = torch.as_tensor(dynamic_majority_threshold(n_target, c_max, rewards.shape[1]), device=rewards.device)
+    dynamic = torch.as_tensor(dynamic_majority_threshold(budget, c_max, rewards.shape[1]), device=rewards.device)
     if threshold_ema is None:
         return dynamic.to(torch.long)  # (G,): one threshold per prompt (row)
     smoothed = context.threshold_state.update(float(dynamic.double().mean()), threshold_ema)
     return math.floor(smoothed + 0.5)
 
 
-def _check_majority(rule: str, options, n: int) -> None:
-    _check_binary_strategy(rule, options, n)
-    k, ema = options["k"], options["threshold_ema"]
-    if k is not None:
-        require_int(rule, "k", k, 1, options["n_target"], "n_target (the budget N)")
-        if ema is not None:
-            raise ValueError(f"rule {rule!r}: option threshold_ema applies to the dynamic threshold (k = None) only")
-    if ema is not None:
-        require_real(rule, "threshold_ema", ema, low=0.0, high=1.0, high_open=True)
-
-
-def _majority_context(options) -> frozenset[str]:
-    needed = set(_logps_if_sequence(options))
-    if options["k"] is None:
-        needed.add("answers")
-        if options["threshold_ema"] is not None:
-            needed.add("threshold_state")
-    return frozenset(needed)
-
-
-@register_rule(
-    "cat_majority",
-    defaults={
-        "n_target": None,
-        "k": None,
-        "threshold_ema": None,
-        "p_source": "empirical",
-        "log_weighted": False,
-        "clip": 50.0,
-        "batch_normalize": False,
-        "all_wrong_penalty": 0.5,
-    },
-    binary_rewards_only=True,
-    context_for_options=_majority_context,
-    check_options=_check_majority,
-)
-def cat_majority(
-    rewards: Tensor,
-    context: RuleContext,
-    n_target: int,
-    k: int | None,
-    threshold_ema: float | None,
-    p_source: str,
-    log_weighted: bool,
-    clip: float,
-    batch_normalize: bool,
-    all_wrong_penalty: float,
-) -> Tensor:
+@register_rule
+class CATMajority(_CATBinaryRule):
     """CAT majority: w·A^{GRPO-Z}, w = N·C(N−1,k−1)p^{k−1}(1−p)^{N−k} or the SFT weight (000 eq. 70, K); biased.
 
     k = None uses the dynamic threshold (000 eqs. 100–101), optionally smoothed by
     an EMA across steps (``threshold_ema`` with a ``threshold_state``). Defaults
     follow 000 App. K: raw RL weight (won in 000 Table 14), silence penalty 0.5.
     """
-    p = success_probability(rewards, context, p_source)
-    threshold = majority_threshold(rewards, context, n_target, k, threshold_ema)
-    weights = cat_majority_rl_weight(p, n_target, threshold, log_weighted=log_weighted, clip=clip)
-    advantages = _weighted_advantage(rewards, weights, batch_normalize)
-    return apply_all_wrong_penalty(advantages, rewards, all_wrong_penalty)
+
+    name = "cat_majority"
+    k: StrictInt | None = Field(
+        None, ge=1, description="Votes the gold answer needs, <= budget; None: the dynamic threshold (000 eq. 100)."
+    )
+    threshold_ema: Real | None = Field(
+        None, ge=0, lt=1, description="EMA factor β of the dynamic threshold across steps (k = None only)."
+    )
+    log_weighted: StrictBool = Field(False, description="Use the SFT weight p·B′(p)/B(p) instead of the raw RL one.")
+    all_wrong_penalty: Real = Field(0.5, ge=0, description="Subtracted from every advantage of an all-wrong group.")
+
+    @model_validator(mode="after")
+    def _threshold_fits(self) -> CATMajority:
+        if self.k is not None and self.k > self.budget:
+            raise ValueError(f"option k ({self.k}) must be <= budget ({self.budget})")
+        if self.k is not None and self.threshold_ema is not None:
+            raise ValueError("option threshold_ema applies to the dynamic threshold (k = None) only")
+        return self
+
+    def context_needed(self) -> frozenset[str]:
+        needed = set(super().context_needed())
+        if self.k is None:
+            needed.add("answers")
+            if self.threshold_ema is not None:
+                needed.add("threshold_state")
+        return frozenset(needed)
+
+    def advantages(self, rewards: Tensor, context: RuleContext) -> Tensor:
+        p = success_probability(rewards, context, self.p_source)
+        threshold = majority_threshold(rewards, context, self.budget, self.k, self.threshold_ema)
+        weights = cat_majority_rl_weight(p, self.budget, threshold, log_weighted=self.log_weighted, clip=self.clip)
+        advantages = _weighted_advantage(rewards, weights, self.batch_normalize)
+        return apply_all_wrong_penalty(advantages, rewards, self.all_wrong_penalty)
 
 
 # --------------------------------------------------------------------------- best-of-N
@@ -286,30 +252,30 @@ QUANTILE_ESTIMATORS = {
 QUANTILES = tuple(QUANTILE_ESTIMATORS)
 
 
-def _check_best_of_n(rule: str, options, n: int) -> None:
-    _check_common(rule, options, n)
-    require_choice(rule, "quantile", options["quantile"], QUANTILES)
-
-
-def _best_of_n_context(options) -> frozenset[str]:
-    return QUANTILE_ESTIMATORS[options["quantile"]][1]
-
-
-@register_rule(
-    "cat_best_of_n",
-    defaults={"n_target": None, "quantile": "in_batch", "clip": 50.0, "batch_normalize": True},
-    context_for_options=_best_of_n_context,
-    check_options=_check_best_of_n,
-)
-def cat_best_of_n(
-    rewards: Tensor, context: RuleContext, n_target: int, quantile: str, clip: float, batch_normalize: bool
-) -> Tensor:
+@register_rule
+class CATBestOfN(_CATRule):
     """CAT best-of-N: w·A^{GRPO-Z}, w = N q^{N−1} batch-normalised, q = P[other sample lower] (000 eq. 58); biased.
 
     q in-batch (eq. 108), from the global FIFO history (eq. 105) or time-weighted
     (eq. 80); the history is queried before this batch is added to it.
     """
-    estimate_quantile, _ = QUANTILE_ESTIMATORS[quantile]
-    q = estimate_quantile(rewards, context)
-    weights = cat_best_of_n_rl_weight(q, n_target, clip=clip)
-    return _weighted_advantage(rewards, weights, batch_normalize)
+
+    name = "cat_best_of_n"
+    quantile: Literal["in_batch", "history", "time_weighted"] = Field(
+        "in_batch",
+        description="How q is estimated: 'in_batch' (000 eq. 108), 'history' (eq. 105), 'time_weighted' (eq. 80; "
+        "needs a history with a decay).",
+    )
+    batch_normalize: StrictBool = Field(True, description="Divide the weights by their batch mean (000 eq. 81).")
+
+    def context_needed(self) -> frozenset[str]:
+        return QUANTILE_ESTIMATORS[self.quantile][1]
+
+    def advantages(self, rewards: Tensor, context: RuleContext) -> Tensor:
+        estimate_quantile, _ = QUANTILE_ESTIMATORS[self.quantile]
+        q = estimate_quantile(rewards, context)
+        weights = cat_best_of_n_rl_weight(q, self.budget, clip=self.clip)
+        return _weighted_advantage(rewards, weights, self.batch_normalize)
+
+
+assert set(QUANTILE_ESTIMATORS) == set(CATBestOfN.model_fields["quantile"].annotation.__args__)

@@ -13,11 +13,12 @@ import math
 from functools import lru_cache
 
 import torch
+from pydantic import Field, StrictInt
 from torch import Tensor
 
 from aligntrain.advantages.answers import answer_classes
-from aligntrain.advantages.baselines import rloo
-from aligntrain.advantages.registry import RuleContext, register_rule, require_int
+from aligntrain.advantages.baselines import rloo_advantage
+from aligntrain.advantages.registry import RuleContext, RuleOptions, register_rule
 
 
 def subtract_group_mean(advantages: Tensor) -> Tensor:
@@ -37,16 +38,26 @@ def tang_pass_at_k_advantage(rewards: Tensor) -> Tensor:
     return torch.where(rewards == best, (best - runner_up) * n, torch.zeros_like(rewards))
 
 
-@register_rule("loo_pass_at_k", unbiased_for="E[max(r_1..r_n)] (pass@n / max@n, k = n)")
-def loo_pass_at_k(rewards: Tensor, context: RuleContext) -> Tensor:
+@register_rule
+class LOOPassAtK(RuleOptions):
     """Tang LOO pass@k with k = n: A_i = n·(max(r) − max(r_{−i})) (002 eq. 2); unbiased for E[max of n]."""
-    return tang_pass_at_k_advantage(rewards)
+
+    name = "loo_pass_at_k"
+    unbiased_for = "E[max(r_1..r_n)] (pass@n / max@n, k = n)"
+
+    def advantages(self, rewards: Tensor, context: RuleContext) -> Tensor:
+        return tang_pass_at_k_advantage(rewards)
 
 
-@register_rule("loo_pass_at_k_biased", unbiased_for="E[max(r_1..r_{n-1})] (002 Lemma 2)")
-def loo_pass_at_k_biased(rewards: Tensor, context: RuleContext) -> Tensor:
+@register_rule
+class LOOPassAtKBiased(RuleOptions):
     """Tang biased pass@k: LOO advantages minus their group mean (002 eq. 3); unbiased for E[max of n−1]."""
-    return subtract_group_mean(tang_pass_at_k_advantage(rewards))
+
+    name = "loo_pass_at_k_biased"
+    unbiased_for = "E[max(r_1..r_{n-1})] (002 Lemma 2)"
+
+    def advantages(self, rewards: Tensor, context: RuleContext) -> Tensor:
+        return subtract_group_mean(tang_pass_at_k_advantage(rewards))
 
 
 # --------------------------------------------------------------------------- maj@k, k = n
@@ -91,26 +102,30 @@ def tang_majority_advantage(rewards: Tensor, answers) -> Tensor:
     return (full - without) * n
 
 
-@register_rule(
-    "loo_maj_at_k",
-    unbiased_for="P[plurality vote over n answers is correct] (maj@n, k = n)",
-    binary_rewards_only=True,
-    requires=("answers",),
-)
-def loo_maj_at_k(rewards: Tensor, context: RuleContext) -> Tensor:
+@register_rule
+class LOOMajAtK(RuleOptions):
     """Tang LOO maj@k with k = n: A_i = n·(f(a) − f(a_{−i})), f = majority correct (002 §3.1)."""
-    return tang_majority_advantage(rewards, context.answers)
+
+    name = "loo_maj_at_k"
+    unbiased_for = "P[plurality vote over n answers is correct] (maj@n, k = n)"
+    binary_rewards_only = True
+    requires = frozenset({"answers"})
+
+    def advantages(self, rewards: Tensor, context: RuleContext) -> Tensor:
+        return tang_majority_advantage(rewards, context.answers)
 
 
-@register_rule(
-    "loo_maj_at_k_biased",
-    unbiased_for="P[plurality vote over n-1 answers is correct] (002 Lemma 2)",
-    binary_rewards_only=True,
-    requires=("answers",),
-)
-def loo_maj_at_k_biased(rewards: Tensor, context: RuleContext) -> Tensor:
+@register_rule
+class LOOMajAtKBiased(RuleOptions):
     """Tang biased maj@k: LOO maj advantages minus their group mean (002 eq. 3); unbiased for maj over n−1."""
-    return subtract_group_mean(tang_majority_advantage(rewards, context.answers))
+
+    name = "loo_maj_at_k_biased"
+    unbiased_for = "P[plurality vote over n-1 answers is correct] (002 Lemma 2)"
+    binary_rewards_only = True
+    requires = frozenset({"answers"})
+
+    def advantages(self, rewards: Tensor, context: RuleContext) -> Tensor:
+        return subtract_group_mean(tang_majority_advantage(rewards, context.answers))
 
 
 # --------------------------------------------------------------------------- PKPO, k ≤ n
@@ -146,18 +161,22 @@ def pkpo_advantage(rewards: Tensor, k: int) -> Tensor:
     return torch.empty_like(rewards).scatter_(1, order, sorted_advantage)
 
 
-def _check_pkpo(rule: str, options, n: int) -> None:
-    require_int(rule, "k", options["k"], 1, n, "n (group size)")  # k has no default: None fails here
+@register_rule
+class PKPO(RuleOptions):
+    """PKPO / max@k for k ≤ n (Walder & Karkhanis 2025): unbiased for E[max of k]; k = 1 is RLOO, k = n is Tang.
 
+    Its k is the test-time budget, the option ``budget``.
+    """
 
-@register_rule(
-    "pkpo",
-    defaults={"k": None},
-    unbiased_for="E[max of k rewards] (max@k / pass@k, 1 <= k <= n)",
-    check_options=_check_pkpo,
-)
-def pkpo(rewards: Tensor, context: RuleContext, k: int) -> Tensor:
-    """PKPO / max@k for k ≤ n (Walder & Karkhanis 2025): unbiased for E[max of k]; k = 1 is RLOO, k = n is Tang."""
-    if k == 1:  # max of one sample is the mean reward; the k ≥ 2 formula needs a runner-up
-        return rloo(rewards, context)
-    return pkpo_advantage(rewards, k)
+    name = "pkpo"
+    unbiased_for = "E[max of k rewards] (max@k / pass@k, 1 <= k <= n)"
+    budget: StrictInt = Field(ge=1, description="Test-time budget k of max@k / pass@k, at most the group size n.")
+
+    def check_group_size(self, group_size: int) -> None:
+        if self.budget > group_size:
+            raise ValueError(f"option budget ({self.budget}) must be <= the group size n = {group_size}")
+
+    def advantages(self, rewards: Tensor, context: RuleContext) -> Tensor:
+        if self.budget == 1:  # max of one sample is the mean reward; the k ≥ 2 formula needs a runner-up
+            return rloo_advantage(rewards)
+        return pkpo_advantage(rewards, self.budget)

@@ -1,4 +1,4 @@
-"""Registry of advantage rules and the one entry point ``compute_advantages`` (FORMULAS §3).
+"""Registry of advantage rules and the one entry point ``compute_advantages`` (docs/math.md §3).
 
 A *rule* maps a batch of rollout groups (rewards of shape (G, n): G prompts, n
 rollouts each) plus optional context to detached advantages of the same shape.
@@ -6,10 +6,12 @@ The trainer's policy loss is ``−(1/n) Σ_i A_i log π(y_i)`` per prompt, so a 
 that claims to be unbiased for an objective J satisfies
 ``E[(1/n) Σ_i A_i ∇log π(y_i)] = ∇J`` exactly (the *scale convention*).
 
-Each rule registers a frozen :class:`RuleSpec` with its option defaults, the
-context it needs, whether it accepts only binary rewards, and a check of its
-option values, so that the training layer can reject a bad variant *before*
-training (:func:`validate_rule_options`).
+Each rule is a :class:`RuleOptions` model registered with ``@register_rule``
+(the pattern of :mod:`aligntrain.options`, shared with the objectives and the
+problems): its fields are the rule's typed, documented options; its class
+variables say what it estimates, whether it accepts only binary rewards and
+which context it needs; ``advantages(rewards, context)`` computes. A variant is
+checked once, before training, by :func:`parse_rule`.
 
 Context keys (keyword arguments of :func:`compute_advantages` that are not options):
 
@@ -32,15 +34,15 @@ Context keys (keyword arguments of :func:`compute_advantages` that are not optio
 from __future__ import annotations
 
 import numbers
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
 
 from aligntrain.advantages.state import MajorityThresholdState, RewardHistory
+from aligntrain.options import Options, Registry
 
 CONTEXT_KEYS: tuple[str, ...] = ("answers", "logps", "history", "step", "threshold_state")
 
@@ -56,128 +58,96 @@ class RuleContext:
     threshold_state: MajorityThresholdState | None = None
 
 
-class RuleFn(Protocol):
-    def __call__(self, rewards: Tensor, context: RuleContext, **options: Any) -> Tensor: ...
-
-
-OptionCheck = Callable[[str, Mapping[str, Any], int], None]
-ContextNeeds = Callable[[Mapping[str, Any]], frozenset[str]]
-
-
-@dataclass(frozen=True)
-class RuleSpec:
-    """What the training layer needs to know about a rule before it runs.
+class RuleOptions(Options):
+    """Base of every advantage rule: the fields are its options, the class variables what it is.
 
     ``unbiased_for`` names the objective J the rule is an unbiased gradient
-    estimator of, at the scale convention of FORMULAS §3, or is ``None`` when the
-    rule is biased (its docstring says how).
+    estimator of, at the scale convention (docs/math.md §3), or is ``None`` when
+    the rule is biased (its docstring says how).
     """
 
-    name: str
-    fn: RuleFn
-    defaults: Mapping[str, Any]
-    unbiased_for: str | None = None
-    binary_rewards_only: bool = False
-    required_context: frozenset[str] = frozenset()
-    #: extra context needed for particular option values (e.g. ``logps`` when
-    #: ``p_source="sequence"``)
-    context_for_options: ContextNeeds | None = None
-    #: raises ValueError naming the rule and the option; arguments: (rule, options, n)
-    check_options: OptionCheck | None = None
-    description: str = ""
+    unbiased_for: ClassVar[str | None] = None
+    #: True: rewards must be in {0, 1} (pass@k, majority vote)
+    binary_rewards_only: ClassVar[bool] = False
+    #: context keys the rule always needs (:meth:`context_needed` adds option-dependent ones)
+    requires: ClassVar[frozenset[str]] = frozenset()
 
-    def resolve_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
-        """Defaults overridden by ``options``; unknown option names raise ValueError."""
-        unknown = sorted(set(options) - set(self.defaults))
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        unknown = set(cls.requires) - set(CONTEXT_KEYS)
         if unknown:
+            raise ValueError(f"rule {cls.__dict__.get('name', cls.__name__)!r}: requires unknown context {sorted(unknown)}")
+
+    def advantages(self, rewards: Tensor, context: RuleContext) -> Tensor:  # pragma: no cover - overridden
+        """Advantages (G, n) of ``rewards`` (G, n); called without gradient tracking, context checked."""
+        raise NotImplementedError
+
+    def context_needed(self) -> frozenset[str]:
+        """The context keys this rule needs with these options."""
+        return frozenset(self.requires)
+
+    def check_group_size(self, group_size: int) -> None:
+        """Raise ValueError when the options do not fit groups of ``group_size`` rollouts (>= 2 already checked)."""
+
+    def check_fits(self, *, group_size: int | None = None, binary_rewards: bool | None = None) -> None:
+        """ValueError naming the rule when it cannot run on groups of ``group_size`` or on the problem's rewards.
+
+        ``binary_rewards``: whether the problem's rewards are in {0, 1} (None: unknown, not checked).
+        """
+        if group_size is not None:
+            if not is_int(group_size) or group_size < 2:
+                raise ValueError(
+                    f"rule {self.name!r}: group_size (rollouts per prompt) must be an integer >= 2, got {group_size!r}"
+                )
+            try:
+                self.check_group_size(int(group_size))
+            except ValueError as err:
+                raise ValueError(f"rule {self.name!r}: {err}") from None
+        if self.binary_rewards_only and binary_rewards is False:
             raise ValueError(
-                f"rule {self.name!r}: unknown option(s) {unknown}; "
-                f"its options are {sorted(self.defaults)}"
+                f"rule {self.name!r} needs binary rewards in {{0, 1}} but the problem's rewards are continuous"
             )
-        return {**self.defaults, **options}
-
-    def context_needed(self, options: Mapping[str, Any]) -> frozenset[str]:
-        extra = self.context_for_options(options) if self.context_for_options else frozenset()
-        return self.required_context | extra
 
 
-_RULES: dict[str, RuleSpec] = {}
-
-
-def register_rule(
-    name: str,
-    *,
-    defaults: Mapping[str, Any] | None = None,
-    unbiased_for: str | None = None,
-    binary_rewards_only: bool = False,
-    requires: Sequence[str] = (),
-    context_for_options: ContextNeeds | None = None,
-    check_options: OptionCheck | None = None,
-) -> Callable[[RuleFn], RuleFn]:
-    """Decorator registering ``fn(rewards, context, **options) -> advantages`` as ``name``."""
-    unknown = set(requires) - set(CONTEXT_KEYS)
-    if unknown:
-        raise ValueError(f"rule {name!r}: requires unknown context {sorted(unknown)}")
-
-    def decorate(fn: RuleFn) -> RuleFn:
-        if name in _RULES:
-            raise ValueError(f"rule {name!r} registered twice")
-        doc = (fn.__doc__ or "").strip()
-        _RULES[name] = RuleSpec(
-            name=name,
-            fn=fn,
-            defaults=MappingProxyType(dict(defaults or {})),
-            unbiased_for=unbiased_for,
-            binary_rewards_only=binary_rewards_only,
-            required_context=frozenset(requires),
-            context_for_options=context_for_options,
-            check_options=check_options,
-            description=doc.splitlines()[0] if doc else "",
-        )
-        return fn
-
-    return decorate
+RULES: Registry[RuleOptions] = Registry("advantage rule")
+#: class decorator: ``@register_rule class MyRule(RuleOptions): name = "my_rule"; ...``
+register_rule = RULES.register
 
 
 def list_rules() -> list[str]:
-    return sorted(_RULES)
+    return RULES.names()
 
 
-def get_rule(name: str) -> RuleSpec:
-    try:
-        return _RULES[name]
-    except (KeyError, TypeError):
-        raise ValueError(f"unknown advantage rule {name!r}; known rules: {list_rules()}") from None
+def get_rule(name: str) -> type[RuleOptions]:
+    return RULES.get(name)
 
 
-def validate_rule_options(
-    rule: str,
-    group_size: int,
+def parse_rule(
+    rule: str | RuleOptions,
     options: Mapping[str, Any] | None = None,
+    *,
+    group_size: int | None = None,
     binary_rewards: bool | None = None,
-) -> dict[str, Any]:
-    """Check a variant's rule, options and group size before training; return the resolved options.
+) -> RuleOptions:
+    """The rule with its options validated and checked against the group size and the problem's rewards.
 
-    ``binary_rewards``: whether the problem's rewards are in {0, 1} (None = unknown,
-    not checked). Raises ValueError naming the rule and the offending option.
+    ``rule``: a name (``options`` are then its options) or an already parsed rule.
+    Raises ValueError naming the rule and each offending option.
     """
-    spec = get_rule(rule)
-    if not is_int(group_size) or group_size < 2:
-        raise ValueError(
-            f"rule {rule!r}: group_size (rollouts per prompt) must be an integer >= 2, got {group_size!r}"
-        )
-    if spec.binary_rewards_only and binary_rewards is False:
-        raise ValueError(
-            f"rule {rule!r} needs binary rewards in {{0, 1}} but the problem's rewards are continuous"
-        )
-    resolved = spec.resolve_options(options or {})
-    if spec.check_options is not None:
-        spec.check_options(rule, resolved, int(group_size))
-    return resolved
+    if not isinstance(rule, (str, RuleOptions)):
+        raise ValueError(f"a rule is a name or a RuleOptions, got {type(rule).__name__}")
+    if isinstance(rule, RuleOptions):
+        if options:
+            raise ValueError(f"rule {rule.name!r} is already parsed: pass no options, got {sorted(options)}")
+        parsed = rule
+    else:
+        parsed = RULES.parse(rule, options)
+    parsed.check_fits(group_size=group_size, binary_rewards=binary_rewards)
+    return parsed
 
 
 def compute_advantages(
-    rule: str,
+    rule: str | RuleOptions,
     rewards: Tensor,
     *,
     answers: Sequence[Sequence[Any]] | Tensor | None = None,
@@ -189,25 +159,23 @@ def compute_advantages(
 ) -> Tensor:
     """Detached advantages (G, n) of ``rule`` for ``rewards`` (G, n), same dtype and device.
 
-    Keyword arguments other than the context keys are the rule's options (see
-    ``get_rule(rule).defaults``). When ``history`` is given it is queried first and
+    ``rule``: a rule name, with its options as the other keyword arguments, or a
+    parsed :class:`RuleOptions`. When ``history`` is given it is queried first and
     then this batch's rewards are appended to it at ``step`` (or at the step after
     its last one when ``step`` is None).
     """
-    spec = get_rule(rule)
-    check_rewards(rewards, rule)
-    n = rewards.shape[1]
-    resolved = validate_rule_options(rule, n, options)
+    name = rule.name if isinstance(rule, RuleOptions) else rule
+    spec = get_rule(name)
+    check_rewards(rewards, name)
+    parsed = parse_rule(rule, options, group_size=rewards.shape[1])
     if spec.binary_rewards_only and not bool(((rewards == 0) | (rewards == 1)).all()):
-        raise ValueError(f"rule {rule!r}: rewards must be binary (0 or 1) for this rule")
-    context = RuleContext(
-        answers=answers, logps=logps, history=history, step=step, threshold_state=threshold_state
-    )
-    check_context(context, spec.context_needed(resolved), rewards, rule)
+        raise ValueError(f"rule {name!r}: rewards must be binary (0 or 1) for this rule")
+    context = RuleContext(answers=answers, logps=logps, history=history, step=step, threshold_state=threshold_state)
+    check_context(context, parsed.context_needed(), rewards, name)
 
     work_dtype = torch.promote_types(rewards.dtype, torch.float32)
     with torch.no_grad():
-        advantages = spec.fn(rewards.detach().to(work_dtype), context, **resolved)
+        advantages = parsed.advantages(rewards.detach().to(work_dtype), context)
     if history is not None:
         history.append(rewards, step)
     return advantages.detach().to(rewards.dtype)
@@ -283,52 +251,3 @@ def check_answers_shape(answers: Any, shape: tuple[int, int]) -> None:
     for g, group in enumerate(answers):
         if isinstance(group, (str, bytes)) or not isinstance(group, Sequence) or len(group) != shape[1]:
             raise ValueError(f"answers[{g}] must be a list of n = {shape[1]} answers")
-
-
-# --------------------------------------------------------------------------- option checks
-# Small validators composed by the rules' ``check_options`` functions.
-
-
-def require_int(
-    rule: str, name: str, value: Any, low: int, high: int | None = None, high_label: str = ""
-) -> None:
-    """``high_label`` names the upper bound in the message, e.g. "n (group size)"."""
-    if high is None:
-        bound = f">= {low}"
-    else:
-        bound = f"in [{low}, {high}]" + (f", i.e. <= {high_label}" if high_label else "")
-    if not is_int(value) or value < low or (high is not None and value > high):
-        raise ValueError(f"rule {rule!r}: option {name} must be an integer {bound}, got {value!r}")
-
-
-def require_bool(rule: str, name: str, value: Any) -> None:
-    if not isinstance(value, bool):
-        raise ValueError(f"rule {rule!r}: option {name} must be True or False, got {value!r}")
-
-
-def require_choice(rule: str, name: str, value: Any, choices: Sequence[str]) -> None:
-    if value not in choices:
-        raise ValueError(f"rule {rule!r}: option {name} must be one of {list(choices)}, got {value!r}")
-
-
-def require_real(
-    rule: str,
-    name: str,
-    value: Any,
-    *,
-    low: float | None = None,
-    high: float | None = None,
-    low_open: bool = False,
-    high_open: bool = False,
-) -> None:
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and value == value
-    if ok and low is not None:
-        ok = value > low if low_open else value >= low
-    if ok and high is not None:
-        ok = value < high if high_open else value <= high
-    if not ok:
-        lo = "" if low is None else f"{'(' if low_open else '['}{low}"
-        hi = "" if high is None else f"{high}{')' if high_open else ']'}"
-        where = f"in {lo or '(-inf'}, {hi or 'inf)'}"
-        raise ValueError(f"rule {rule!r}: option {name} must be a real number {where}, got {value!r}")
-

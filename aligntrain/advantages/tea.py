@@ -24,17 +24,12 @@ from functools import lru_cache
 
 import numpy as np
 import torch
+from pydantic import Field, StrictBool, StrictInt, field_validator
 from scipy import integrate, special, stats
 from torch import Tensor
 
-from aligntrain.advantages.registry import (
-    RuleContext,
-    is_int,
-    register_rule,
-    require_bool,
-    require_int,
-    require_real,
-)
+from aligntrain.advantages.registry import RuleContext, RuleOptions, is_int, register_rule
+from aligntrain.options import Real
 
 #: below this empirical tail scale the quadratic (scale) term is dropped (FORMULAS §3)
 MIN_TAIL_SCALE = 1e-8
@@ -69,10 +64,10 @@ class TailConstants:
 
 
 @lru_cache(maxsize=256)
-def tail_constants(alpha: float, n_target: int) -> TailConstants:
+def tail_constants(alpha: float, budget: int) -> TailConstants:
     z = float(stats.norm.isf(alpha))
     lam = float(np.exp(stats.norm.logpdf(z)) / alpha)
-    e_n = expected_max_standard_normal(n_target)
+    e_n = expected_max_standard_normal(budget)
     return TailConstants(z=z, lam=lam, e_n=e_n, kappa=(e_n - lam) / math.sqrt(1.0 + z * lam - lam * lam))
 
 
@@ -106,27 +101,24 @@ def _center(advantages: Tensor, center: bool) -> Tensor:
     return advantages - advantages.mean(dim=1, keepdim=True) if center else advantages
 
 
-def _check_tea(rule: str, options, n: int) -> None:
-    require_real(rule, "alpha", options["alpha"], low=0.0, high=1.0, low_open=True, high_open=True)
-    require_int(rule, "n_target", options["n_target"], 1)
-    require_bool(rule, "positive_part", options["positive_part"])
-    require_bool(rule, "center", options["center"])
-
-
-TEA_DEFAULTS = {"alpha": 0.25, "n_target": 128, "positive_part": True, "center": True}
-
-
-@register_rule("tea", defaults=TEA_DEFAULTS, check_options=_check_tea)
-def tea(
-    rewards: Tensor, context: RuleContext, alpha: float, n_target: int, positive_part: bool, center: bool
-) -> Tensor:
+@register_rule
+class TEA(RuleOptions):
     """TEA: A_i = g⁺(r_i) − mean_j g⁺(r_j) (004 eq. 16); ≈ α∇(m + κ_N s), biased (see module doc).
 
     ``positive_part=False`` keeps the raw g (004 eq. 15), the consistent form;
     ``center=False`` skips the group centring (the paper's estimator eq. 11 has none).
     """
-    scores = _stabilise(tail_shaped_reward(rewards, alpha, tail_constants(alpha, n_target).kappa), positive_part)
-    return _center(scores, center)
+
+    name = "tea"
+    alpha: Real = Field(0.25, gt=0, lt=1, description="Tail mass α: the top α of each group shapes the reward.")
+    budget: StrictInt = Field(128, ge=1, description="Test-time budget N of best-of-N (κ_N).")
+    positive_part: StrictBool = Field(True, description="Use g⁺ = max(g, 0) (004 eq. 16) instead of the raw g.")
+    center: StrictBool = Field(True, description="Subtract the group mean of the shaped rewards.")
+
+    def advantages(self, rewards: Tensor, context: RuleContext) -> Tensor:
+        kappa = tail_constants(self.alpha, self.budget).kappa
+        scores = _stabilise(tail_shaped_reward(rewards, self.alpha, kappa), self.positive_part)
+        return _center(scores, self.center)
 
 
 def prefix_cancellation_weights(prefixes: Sequence[int]) -> tuple[float, ...]:
@@ -150,38 +142,8 @@ def default_prefixes(n: int) -> tuple[int, int]:
     return (n // 2, n)
 
 
-def _check_prefix_tea(rule: str, options, n: int) -> None:
-    _check_tea(rule, options, n)
-    prefixes = options["prefixes"]
-    if prefixes is None:
-        if n < 4:
-            raise ValueError(f"rule {rule!r}: option prefixes defaults to (n/2, n), which needs n >= 4 (n = {n})")
-        return
-    if (
-        isinstance(prefixes, (str, bytes))
-        or not isinstance(prefixes, Sequence)
-        or len(prefixes) < 2
-        or not all(is_int(size) for size in prefixes)
-        or any(b <= a for a, b in zip(prefixes, prefixes[1:]))
-        or prefixes[0] < 2
-        or prefixes[-1] != n
-    ):
-        raise ValueError(
-            f"rule {rule!r}: option prefixes must be >= 2 strictly increasing integers, the first >= 2 "
-            f"and the last equal to n = {n}, got {prefixes!r}"
-        )
-
-
-@register_rule("prefix_tea", defaults={**TEA_DEFAULTS, "prefixes": None}, check_options=_check_prefix_tea)
-def prefix_tea(
-    rewards: Tensor,
-    context: RuleContext,
-    alpha: float,
-    n_target: int,
-    positive_part: bool,
-    center: bool,
-    prefixes: Sequence[int] | None,
-) -> Tensor:
+@register_rule
+class PrefixTEA(TEA):
     """Prefix-TEA: Σ_ℓ w_ℓ (n/n_ℓ) g⁺⁽ℓ⁾(r_i) 1{i ≤ n_ℓ}, centred (004 eq. 18, D.5); lower bias for raw g only.
 
     g⁽ℓ⁾ uses the tail statistics of the first n_ℓ rewards; the positive part is
@@ -189,11 +151,34 @@ def prefix_tea(
     α n_ℓ to share its fractional part across prefixes (e.g. α = 0.25 with every
     n_ℓ a multiple of 4); this is not enforced.
     """
-    n = rewards.shape[1]
-    sizes = tuple(prefixes) if prefixes is not None else default_prefixes(n)
-    kappa = tail_constants(alpha, n_target).kappa
-    combined = torch.zeros_like(rewards)
-    for size, weight in zip(sizes, prefix_cancellation_weights(sizes)):
-        scores = _stabilise(tail_shaped_reward(rewards[:, :size], alpha, kappa), positive_part)
-        combined[:, :size] += (weight * n / size) * scores
-    return _center(combined, center)
+
+    name = "prefix_tea"
+    prefixes: tuple[StrictInt, ...] | None = Field(
+        None,
+        description="Prefix sizes n_1 < ... < n_L = n (L >= 2, n_1 >= 2); None: (n/2, n) (004 App. B.1).",
+    )
+
+    @field_validator("prefixes")
+    @classmethod
+    def _increasing(cls, prefixes: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        if prefixes is not None and (
+            len(prefixes) < 2 or prefixes[0] < 2 or any(b <= a for a, b in zip(prefixes, prefixes[1:]))
+        ):
+            raise ValueError(f"prefixes must be >= 2 strictly increasing integers, the first >= 2, got {prefixes}")
+        return prefixes
+
+    def check_group_size(self, group_size: int) -> None:
+        if self.prefixes is None and group_size < 4:
+            raise ValueError(f"option prefixes defaults to (n/2, n), which needs n >= 4 (n = {group_size})")
+        if self.prefixes is not None and self.prefixes[-1] != group_size:
+            raise ValueError(f"option prefixes must end at the group size n = {group_size}, got {self.prefixes}")
+
+    def advantages(self, rewards: Tensor, context: RuleContext) -> Tensor:
+        n = rewards.shape[1]
+        sizes = self.prefixes if self.prefixes is not None else default_prefixes(n)
+        kappa = tail_constants(self.alpha, self.budget).kappa
+        combined = torch.zeros_like(rewards)
+        for size, weight in zip(sizes, prefix_cancellation_weights(sizes)):
+            scores = _stabilise(tail_shaped_reward(rewards[:, :size], self.alpha, kappa), self.positive_part)
+            combined[:, :size] += (weight * n / size) * scores
+        return _center(combined, self.center)

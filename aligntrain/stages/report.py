@@ -358,7 +358,7 @@ def oracle_section(params: Params, paths: StudyPaths) -> list[str]:
         ax.set_xscale("log", base=2)
         ax.set_xlabel("training group size n")
         ax.set_ylabel("cos(g, g*)")
-        ax.set_title(f"target: {target}@{cfg.n_target}", fontsize=9)
+        ax.set_title(f"target: {target}@{cfg.budget}", fontsize=9)
         ax.grid(alpha=0.3)
     axes[0, -1].legend(fontsize=6, ncol=2)
     fig.tight_layout()
@@ -373,7 +373,7 @@ def oracle_section(params: Params, paths: StudyPaths) -> list[str]:
         "",
         f"Model `{cfg.variant}`; {headline['prompts']} test prompts × M = {cfg.samples_per_prompt} completions form "
         f"the empirical policy (mean reward {_fmt(headline['mean_reward'])}); g* is the gradient of the target "
-        f"strategy at N = {cfg.n_target} on the last transformer block, g a rule's gradient from a group of n drawn "
+        f"strategy at N = {cfg.budget} on the last transformer block, g a rule's gradient from a group of n drawn "
         f"from the pool; cosines averaged over prompts × {cfg.seeds} seeds (mean ± se; '—': the rule does not apply "
         "or every group had all-zero advantages).",
     ]
@@ -387,7 +387,7 @@ def oracle_section(params: Params, paths: StudyPaths) -> list[str]:
                 cells.append("—" if r.empty or not np.isfinite(r["mean"].iloc[0])
                              else f"{r['mean'].iloc[0]:.3f} ± {r.stderr.iloc[0]:.3f}")
             rows.append(cells)
-        lines += ["", f"### target {target}@{cfg.n_target}", ""] + _table(["rule"] + [f"n = {n}" for n in ns], rows)
+        lines += ["", f"### target {target}@{cfg.budget}", ""] + _table(["rule"] + [f"n = {n}" for n in ns], rows)
         at_large = sub[sub.n == ns[-1]].dropna(subset=["mean"]).sort_values("mean", ascending=False)
         if not at_large.empty:
             best = at_large.iloc[0]
@@ -414,7 +414,7 @@ def alignment_section(params: Params, table: pd.DataFrame) -> list[str]:
         if variant.objective == "ce":
             trained[name] = 1
         elif variant.objective == "pass_at_n":
-            trained[name] = variant.options.n
+            trained[name] = variant.options.budget
     lines = ["## Alignment coefficient: predicted vs measured crossovers (CAT eq. 90, App. F.3)", ""]
     pairs = [(a, b) for a in trained for b in trained if trained[a] < trained[b]]
     if not pairs:
@@ -484,7 +484,7 @@ def synthetic_section(params: Params, paths: StudyPaths) -> list[str]:
         *_table(["estimator"] + [f"n = {n}: bias / rel. std" for n in ns], grows),
         "",
         f"Read: relative bias ‖E[ĝ] − ∇‖/‖∇‖ and relative standard deviation of the gradient of E[max of "
-        f"{cfg.tea_n_target}] under a Gaussian reward, {cfg.tea_repetitions} groups per n. TEA's bias falls like "
+        f"{cfg.tea_budget}] under a Gaussian reward, {cfg.tea_repetitions} groups per n. TEA's bias falls like "
         "1/n; Prefix-TEA trades lower bias for larger variance (App. E). FORMULAS §3 records our implementation's "
         "reference values (raw TEA −14%/−19% per component at n = 64; raw Prefix-TEA ≈ 5%; both positive-part "
         "forms level off near 8.7%).",

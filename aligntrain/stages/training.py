@@ -136,29 +136,18 @@ def _sft_variant(params, paths, variant, objective, model, tokenizer, train_rows
 
 def _rl_variant(params, paths, variant, objective, model, tokenizer, train_rows, val_rows, callbacks):
     """TRL GRPO with the variant's advantage rule; rewards from the problem's verifier."""
-    from aligntrain.training.rl import RLConfig, train_rl
+    from aligntrain.training.rl import train_rl
 
     problem = get_problem(params.problem.name)
-    rl = params.rl
-    config = RLConfig(
-        rule=objective.rule,
-        rule_options=objective.rule_options,
-        num_generations=rl.num_generations,
-        loss_type=objective.loss_type,
-        beta=rl.beta,
-        temperature=rl.temperature,
-        max_completion_length=rl.max_completion_length,
-        reward_timeout_s=rl.reward_timeout_s,
-        max_unscorable_fraction=rl.max_unscorable_fraction,
-    )
+    config = params.rl_config(variant)
     checkpoint_dir = _checkpoint_dir(
-        paths, f"train-{variant}", rl, objective, params.problem, params.study.seed,
+        paths, f"train-{variant}", params.rl, objective, params.problem, params.study.seed,
         _model_fingerprint(paths.warmup_model),
     )
     start = time.perf_counter()
     metrics = train_rl(
-        model, tokenizer, train_rows, rl, checkpoint_dir,
-        config=config, reward_fn=problem.reward, answer_class=problem.answer_class,
+        model, tokenizer, train_rows, config, checkpoint_dir,
+        reward_fn=problem.reward, answer_class=problem.answer_class,
         binary_rewards=problem.binary_rewards, seed=params.study.seed, callbacks=callbacks,
         save_final=_saver(model, tokenizer, paths.variant_model(variant)),
     )

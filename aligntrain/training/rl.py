@@ -1,31 +1,33 @@
 """Strategy-aware RL through TRL's ``GRPOTrainer``: any advantage rule of :mod:`aligntrain.advantages`.
 
 TRL samples ``num_generations`` completions per prompt, scores them with the
-reward functions and turns each group's rewards into advantages inline, in
-``GRPOTrainer._generate_and_score_completions`` (trl 1.16.0,
-grpo_trainer.py l. 2753–2818): there is no method to override for the advantage
-alone. :class:`StrategyGRPOTrainer` therefore
+reward functions and turns each group's rewards into advantages inline, inside
+``GRPOTrainer._generate_and_score_completions``: there is no method to override
+for the advantage alone. :class:`StrategyGRPOTrainer` therefore
 
-1. wraps ``_calculate_rewards`` (l. 1579) to keep the gathered reward matrix
+1. wraps ``GRPOTrainer._calculate_rewards`` to keep the gathered reward matrix
    (all processes, TRL's order) and this process's completion texts, and
-2. overrides ``_generate_and_score_completions`` (l. 2324): it calls TRL's and
-   replaces ``output["advantages"]`` (this process's slice) by the rule's,
-   computed from the kept rewards on whole groups (``rewards.view(-1, n)``, as TRL
-   groups them) and sliced exactly as TRL slices (l. 2813–2818).
+2. overrides ``_generate_and_score_completions``: it calls TRL's and replaces
+   ``output["advantages"]`` (this process's slice) by the rule's, computed from
+   the kept rewards on whole groups (``rewards.view(-1, n)``, as TRL groups
+   them) and sliced as TRL slices its own (by ``accelerator.process_index``).
 
 Everything else — sampling, the clipped policy loss, its reduction
 (``loss_type``), logging, checkpoints — is TRL's. The rule receives the context
-it declares (``get_rule(name).context_needed(options)``): parsed answers per
-rollout, the rollouts' summed log-probabilities under the sampling policy, a
+it declares (``rule.context_needed()``): parsed answers per rollout, the
+rollouts' summed log-probabilities under the sampling policy (TRL's
+``old_per_token_logps`` or one pass of ``_get_per_token_logps_and_entropies``), a
 :class:`RewardHistory` and a :class:`MajorityThresholdState` that live on the
-trainer across steps and travel with checkpoints, and the step
-(``state.global_step``).
+trainer across steps and travel with checkpoints (``_save_checkpoint``,
+``_load_optimizer_and_scheduler``), and the step (``state.global_step``).
+``tests/test_rl.py::test_the_trl_internals_the_trainer_relies_on`` pins these
+methods and their signatures, so a TRL upgrade that moves them fails there.
 
-Unscorable rollouts (TRL's convention, l. 2756–2759 and 2808–2810: every reward
-function returned None/NaN for it) get advantage 0 and are counted in the metric
-``unscorable``. The rule itself sees only finite rewards: see
-:func:`rule_input_rewards` for the fill value and ``docs/decisions.md`` ("RL
-trainer") for the TRL internals this module depends on.
+Unscorable rollouts (TRL's convention: every reward function returned None/NaN
+for it) get advantage 0 and are counted in the metric ``unscorable``. The rule
+itself sees only finite rewards: see :func:`rule_input_rewards` for the fill
+value and ``docs/decisions.md`` ("RL trainer") for the TRL internals this
+module depends on.
 """
 
 from __future__ import annotations
@@ -47,20 +49,13 @@ import torch
 import trl
 from accelerate.utils import gather_object
 from datasets import Dataset
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 from torch import Tensor
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOConfig, GRPOTrainer
 
-from aligntrain.advantages import (
-    MajorityThresholdState,
-    RewardHistory,
-    compute_advantages,
-    get_rule,
-    validate_rule_options,
-)
-from aligntrain.config import OptimConfig
+from aligntrain.advantages import MajorityThresholdState, RewardHistory, compute_advantages
+from aligntrain.config import RLConfig
 from aligntrain.training.schedule import finish_run, last_checkpoint, run_metrics, schedule_arguments
 
 logger = logging.getLogger(__name__)
@@ -86,89 +81,6 @@ def check_trl_version(version: str | None = None) -> None:
             f"aligntrain.training.rl needs trl {SUPPORTED_TRL}.x (it overrides GRPOTrainer internals: "
             f"_calculate_rewards and _generate_and_score_completions); trl {version} is installed"
         )
-
-
-# --------------------------------------------------------------------------- the variant
-
-
-class RLConfig(BaseModel):
-    """An RL variant: the advantage rule with its options, the group size, sampling and loss.
-
-    Constructing it validates the rule and its options against the group size
-    (``validate_rule_options``: unknown rule, unknown option, k > n, ...);
-    :meth:`resolve` adds the checks that need the problem (binary rewards, an
-    answer parser) and runs the rule once on a synthetic group, all before any
-    trainer is built. Like params.yaml's models: floats finite, integers StrictInt.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    rule: str = Field(description="Advantage rule in aligntrain.advantages (list_rules()).")
-    rule_options: dict[str, Any] = Field(default_factory=dict, description="The rule's options (get_rule(r).defaults).")
-    num_generations: StrictInt = Field(8, ge=2, description="Rollouts per prompt: the group size n the rule sees.")
-    loss_type: Literal["dapo", "dr_grpo", "grpo", "bnpo"] | None = Field(
-        None,
-        description="TRL's loss reduction; None: 'dr_grpo' for rule dr_grpo, else TRL 1.16's default 'dapo'.",
-    )
-    beta: float = Field(0.0, ge=0, description="KL coefficient to the initial policy (0: no reference model).")
-    temperature: float = Field(1.0, gt=0, description="Sampling temperature (also the logps' temperature).")
-    max_completion_length: StrictInt = Field(64, ge=1, description="Longest sampled completion, in tokens.")
-    reward_timeout_s: float | None = Field(5.0, gt=0, description="Per-sample reward deadline (None: none).")
-    max_unscorable_fraction: float = Field(
-        0.5, ge=0, le=1, description="A training step with a larger share of unscorable rewards fails at once."
-    )
-    history_capacity: StrictInt = Field(4000, ge=1, description="RewardHistory FIFO capacity (000 eq. 105).")
-    history_decay: float | None = Field(
-        None, gt=0, le=1, description="RewardHistory decay γ for quantile='time_weighted' (000 eq. 80)."
-    )
-
-    @model_validator(mode="after")
-    def _options_fit_rule(self) -> RLConfig:
-        validate_rule_options(self.rule, self.num_generations, self.rule_options)
-        return self
-
-    @property
-    def resolved_loss_type(self) -> str:
-        if self.loss_type is not None:
-            return self.loss_type
-        # Dr. GRPO's advantage is GRPO's; what makes it Dr. GRPO is this reduction (001 App. B).
-        return "dr_grpo" if self.rule == "dr_grpo" else "dapo"
-
-    def resolve(self, *, binary_rewards: bool | None, has_answer_class: bool) -> dict[str, Any]:
-        """The rule's options with defaults filled in; ValueError naming what does not fit the problem.
-
-        ``binary_rewards``: whether the problem's rewards are in {0, 1} (None: unknown).
-        ``has_answer_class``: whether an answer parser is given (rules that need ``answers``).
-        """
-        options = validate_rule_options(self.rule, self.num_generations, self.rule_options, binary_rewards)
-        needed = get_rule(self.rule).context_needed(options)
-        if "answers" in needed and not has_answer_class:
-            raise ValueError(
-                f"rule {self.rule!r} with options {self.rule_options} needs parsed answers: pass answer_class"
-            )
-        dry_run_rule(self.rule, options, self.num_generations, self.new_history())
-        return options
-
-    def new_history(self) -> RewardHistory:
-        return RewardHistory(capacity=self.history_capacity, decay=self.history_decay)
-
-
-def dry_run_rule(rule: str, options: Mapping[str, Any], n: int, history: RewardHistory) -> None:
-    """Run ``rule`` on one synthetic all-zero group with every context key filled.
-
-    Catches what only shows at call time (e.g. ``quantile='time_weighted'`` with a
-    history that has no decay) before training starts; ``history`` is not modified.
-    """
-    compute_advantages(
-        rule,
-        torch.zeros(1, n),
-        answers=[[None] * n],
-        logps=torch.full((1, n), -1.0),
-        history=copy.deepcopy(history),
-        step=0,
-        threshold_state=MajorityThresholdState(),
-        **options,
-    )
 
 
 # --------------------------------------------------------------------------- rewards
@@ -277,53 +189,41 @@ def rule_input_rewards(rewards: Tensor, unscorable: Tensor, binary: bool) -> Ten
 
 
 class StrategyGRPOTrainer(GRPOTrainer):
-    """``GRPOTrainer`` whose advantages come from a rule of :mod:`aligntrain.advantages`.
+    """``GRPOTrainer`` whose advantages come from the rule of an :class:`~aligntrain.config.RLConfig`.
 
-    ``rule``/``rule_options``: the rule by name and its options (validated here,
-    against ``args.num_generations``). ``answer_class``: the problem's answer
-    parser, needed by rules that use ``answers``. ``binary_rewards``: whether the
-    problem's rewards are in {0, 1} (None: unknown). Use a single reward
-    function made with :func:`safe_reward_fn`, or several combined as TRL does
-    (weighted ``nansum``; ``multi_objective_aggregation="sum_then_normalize"``).
+    ``config`` is the one configuration of the run: TRL's ``GRPOConfig`` is made
+    from it (:func:`grpo_config`) together with ``checkpoint_dir`` and ``seed``, and
+    its rule, reward history and unscorable threshold drive the advantages; it
+    was validated when it was built. ``answer_class``: the problem's answer
+    parser, needed by rules that use ``answers``. Use a single reward function
+    made with :func:`safe_reward_fn`, or several combined as TRL does (weighted
+    ``nansum``).
     """
 
     def __init__(
         self,
-        *args: Any,
-        rule: str,
-        rule_options: Mapping[str, Any] | None = None,
+        model: PreTrainedModel,
+        reward_funcs: Sequence[Callable[..., Any]],
+        *,
+        config: RLConfig,
+        checkpoint_dir: str | Path,
+        seed: int,
         answer_class: AnswerClass | None = None,
-        binary_rewards: bool | None = None,
-        reward_history: RewardHistory | None = None,
-        max_unscorable_fraction: float = 1.0,
         **kwargs: Any,
     ) -> None:
         check_trl_version()
-        self.max_unscorable_fraction = max_unscorable_fraction
-        grpo_args: GRPOConfig = kwargs["args"]
-        self.rule_options = validate_rule_options(rule, grpo_args.num_generations, rule_options or {}, binary_rewards)
-        n_eval = grpo_args.num_generations_eval
-        if n_eval is not None and n_eval != grpo_args.num_generations:
-            try:
-                validate_rule_options(rule, n_eval, rule_options or {}, binary_rewards)
-            except ValueError as err:
-                raise ValueError(f"{err} (with GRPOConfig.num_generations_eval = {n_eval})") from None
-        if grpo_args.multi_objective_aggregation != "sum_then_normalize":
-            raise ValueError(
-                "multi_objective_aggregation must be 'sum_then_normalize': the rule gets the weighted sum of the "
-                f"reward functions, got {grpo_args.multi_objective_aggregation!r}"
-            )
-        self.rule = rule
-        self.rule_spec = get_rule(rule)
-        self.context_needed = self.rule_spec.context_needed(self.rule_options)
+        self.config = config
+        self.rule = config.rule
+        self.context_needed = self.rule.context_needed()
         if "answers" in self.context_needed and answer_class is None:
-            raise ValueError(f"rule {rule!r} with these options needs parsed answers: pass answer_class")
+            raise ValueError(f"rule {self.rule.name!r} with these options needs parsed answers: pass answer_class")
         self.answer_class = answer_class
-        self.reward_history = reward_history if reward_history is not None else RewardHistory()
+        self.reward_history = config.new_history()
         self.threshold_state = MajorityThresholdState()
         self.unscorable_total = 0
         self._scored_batch: tuple[Tensor, list[Any]] | None = None
-        super().__init__(*args, **kwargs)
+        args = grpo_config(config, Path(checkpoint_dir), seed=seed)
+        super().__init__(model=model, reward_funcs=list(reward_funcs), args=args, **kwargs)
 
     # ---- the two TRL hooks
 
@@ -365,14 +265,14 @@ class StrategyGRPOTrainer(GRPOTrainer):
         unscorable = torch.isnan(rewards_per_func).all(dim=1) | ~torch.isfinite(rewards)
         grouped, unscorable = rewards.view(-1, n), unscorable.view(-1, n)
         share = float(unscorable.float().mean())
-        if mode == "train" and share > self.max_unscorable_fraction:
+        if mode == "train" and share > self.config.max_unscorable_fraction:
             # Broken gold answers or a broken grader: stop now, not after every step trained on zeros.
             raise RuntimeError(
                 f"step {self.state.global_step}: {int(unscorable.sum())} of {unscorable.numel()} rewards are "
-                f"unscorable ({share:.0%} > rl.max_unscorable_fraction = {self.max_unscorable_fraction:.0%}); "
+                f"unscorable ({share:.0%} > rl.max_unscorable_fraction = {self.config.max_unscorable_fraction:.0%}); "
                 "check the data's gold answers and the reward function (the warnings above name the failures)"
             )
-        binary = self.rule_spec.binary_rewards_only
+        binary = self.rule.binary_rewards_only
         context: dict[str, Any] = {}
         if "answers" in self.context_needed:
             answers = gather_object([self.answer_class(completion_text(c)) for c in completions])
@@ -389,7 +289,6 @@ class StrategyGRPOTrainer(GRPOTrainer):
             step=step,
             threshold_state=self.threshold_state if mode == "train" else copy.deepcopy(self.threshold_state),
             **context,
-            **self.rule_options,
         ).masked_fill(unscorable, 0.0)
         count = int(unscorable.sum())
         if mode == "train":
@@ -476,9 +375,10 @@ class StrategyGRPOTrainer(GRPOTrainer):
 # --------------------------------------------------------------------------- the entry point
 
 
-def grpo_config(optim: OptimConfig, config: RLConfig, checkpoint_dir: Path, *, seed: int) -> GRPOConfig:
+def grpo_config(config: RLConfig, checkpoint_dir: Path, *, seed: int) -> GRPOConfig:
+    """TRL's configuration of the run described by ``config``."""
     return GRPOConfig(
-        **schedule_arguments(optim, checkpoint_dir, seed=seed),
+        **schedule_arguments(config, checkpoint_dir, seed=seed),
         num_generations=config.num_generations,
         temperature=config.temperature,
         max_completion_length=config.max_completion_length,
@@ -493,10 +393,9 @@ def train_rl(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
     prompt_rows: Sequence[Mapping[str, Any]],
-    optim: OptimConfig,
+    config: RLConfig,
     checkpoint_dir: str | Path,
     *,
-    config: RLConfig,
     reward_fn: SampleReward,
     answer_class: AnswerClass | None = None,
     binary_rewards: bool | None = None,
@@ -504,42 +403,33 @@ def train_rl(
     callbacks: Sequence[TrainerCallback] = (),
     save_final: Callable[[], None] | None = None,
 ) -> dict[str, float]:
-    """Train ``model`` in place for ``optim.steps`` RL steps and return the final metrics.
+    """Train ``model`` in place for ``config.steps`` RL steps and return the final metrics.
 
     ``prompt_rows``: rows with a ``"prompt"`` and any other columns (e.g. the
     gold ``"answer"``), which reach ``reward_fn(completion_text, row)`` (a gold
-    ``"completion"`` column is dropped). ``optim.batch_size`` counts completions
-    per step: ``batch_size / config.num_generations`` prompts. The rule, its
-    options and the problem fit are checked before the trainer is built. An
-    interrupted run resumes from the last checkpoint in ``checkpoint_dir``
-    (with the reward history and threshold state); on success the directory is
-    removed: the caller saves the model.
+    ``"completion"`` column is dropped). ``config.batch_size`` counts completions
+    per step: ``batch_size / config.num_generations`` prompts. The rule's fit to
+    the problem (``binary_rewards``, an ``answer_class`` where the rule needs
+    answers) is checked before the trainer is built. An interrupted run resumes
+    from the last checkpoint in ``checkpoint_dir`` (with the reward history and
+    threshold state); ``save_final`` saves the model before the checkpoints are removed.
     """
-    check_trl_version()
-    options = config.resolve(binary_rewards=binary_rewards, has_answer_class=answer_class is not None)
-    if optim.batch_size % config.num_generations:
-        raise ValueError(
-            f"batch_size ({optim.batch_size}) must be a multiple of num_generations ({config.num_generations}): "
-            "each step holds whole groups"
-        )
+    config.rule.check_fits(binary_rewards=binary_rewards)
     if not prompt_rows or "prompt" not in prompt_rows[0]:
         raise ValueError("prompt_rows must be a non-empty list of rows with a 'prompt' field")
     columns = [c for c in prompt_rows[0] if c != "completion"]
     dataset = Dataset.from_dict({c: [r[c] for r in prompt_rows] for c in columns})
     checkpoint_dir = Path(checkpoint_dir)
     trainer = StrategyGRPOTrainer(
-        model=model,
-        reward_funcs=[safe_reward_fn(reward_fn, config.reward_timeout_s)],
-        args=grpo_config(optim, config, checkpoint_dir, seed=seed),
+        model,
+        [safe_reward_fn(reward_fn, config.reward_timeout_s)],
+        config=config,
+        checkpoint_dir=checkpoint_dir,
+        seed=seed,
+        answer_class=answer_class,
         train_dataset=dataset,
         processing_class=tokenizer,
         callbacks=list(callbacks),
-        rule=config.rule,
-        rule_options=options,
-        answer_class=answer_class,
-        binary_rewards=binary_rewards,
-        reward_history=config.new_history(),
-        max_unscorable_fraction=config.max_unscorable_fraction,
     )
     last, last_step = last_checkpoint(checkpoint_dir)
     result = trainer.train(resume_from_checkpoint=last)
