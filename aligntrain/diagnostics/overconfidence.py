@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from aligntrain.io import atomic_path
+from aligntrain.validation import check_real
 
 CONFIDENCE_COLUMNS = ["prompt_id", "level", "greedy_logp", "greedy_prob", "correct", "reward", "num_tokens"]
 
@@ -31,25 +32,23 @@ def greedy_confidence(
 ) -> pd.DataFrame:
     """One row per test prompt: the greedy completion's log-probability, probability and verdict."""
     from aligntrain.rollouts.generate import SamplingConfig, sample_completions
+    from aligntrain.rollouts.pool import grade_completions
 
     sampling = SamplingConfig(max_new_tokens=max_new_tokens, greedy=True)
     prompts = [r["prompt"] for r in rows]
     completions = sample_completions(model, tokenizer, prompts, 1, sampling, batch_size=batch_size, seed=0)
-    records = []
-    for c in completions:
-        row = rows[c.prompt_index]
-        verdict = problem.grade(c.text, row)
-        records.append(
-            {
-                "prompt_id": row["id"],
-                "level": int(row["level"]),
-                "greedy_logp": c.logp,
-                "greedy_prob": math.exp(c.logp),
-                "correct": bool(verdict.correct),
-                "reward": float(verdict.reward),
-                "num_tokens": c.num_tokens,
-            }
-        )
+    records = [
+        {
+            "prompt_id": grade["prompt_id"],
+            "level": grade["level"],
+            "greedy_logp": c.logp,
+            "greedy_prob": math.exp(c.logp),
+            "correct": grade["correct"],
+            "reward": grade["reward"],
+            "num_tokens": c.num_tokens,
+        }
+        for c, grade in zip(completions, grade_completions(rows, completions, problem), strict=True)
+    ]
     return pd.DataFrame.from_records(records, columns=CONFIDENCE_COLUMNS)
 
 
@@ -62,8 +61,7 @@ def summarize_confidence(frame: pd.DataFrame, confident: float = 0.5) -> dict[st
     of prompts answered wrongly with probability ≥ ``confident``, and the median per-token
     probability exp(ℓ/T) (comparable across completion lengths: a 50-residue sequence has a
     tiny probability however confident each step is)."""
-    if not 0 < confident < 1:
-        raise ValueError(f"confident must lie in (0, 1), got {confident}")
+    check_real(confident, "confident", low=0, high=1, low_open=True, high_open=True)
     if frame.empty:
         raise ValueError("frame has no prompts")
     right = frame[frame.correct]

@@ -20,8 +20,9 @@ finished       True when generation stopped at EOS, not at the length cap
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -42,27 +43,43 @@ POOL_COLUMNS = [
 ]
 
 
-def build_pool(rows: Sequence[dict], completions: Sequence, problem) -> pd.DataFrame:
-    """Grade every :class:`~aligntrain.rollouts.generate.Completion` against its row with the problem's verifier."""
-    records = []
+def grade_completions(rows: Sequence[Mapping[str, Any]], completions: Sequence, problem) -> list[dict[str, Any]]:
+    """Grade every :class:`~aligntrain.rollouts.generate.Completion` against its row
+    (``rows[c.prompt_index]``) with ``problem.grade``: the one grading loop of the package.
+
+    One dict per completion, in the order given, with the pool's columns ``prompt_id``,
+    ``level`` (int), ``answer``, ``answer_class``, ``correct`` (bool) and ``reward`` (float).
+    """
+    graded = []
     for c in completions:
         row = rows[c.prompt_index]
         verdict = problem.grade(c.text, row)
-        records.append(
+        graded.append(
             {
                 "prompt_id": row["id"],
                 "level": int(row["level"]),
-                "sample_index": c.sample_index,
-                "text": c.text,
                 "answer": verdict.answer,
                 "answer_class": verdict.answer_class,
                 "correct": bool(verdict.correct),
                 "reward": float(verdict.reward),
-                "logp": c.logp,
-                "num_tokens": c.num_tokens,
-                "finished": c.finished,
             }
         )
+    return graded
+
+
+def build_pool(rows: Sequence[dict], completions: Sequence, problem) -> pd.DataFrame:
+    """The pool of ``completions``: each graded (:func:`grade_completions`), with its text and sampling record."""
+    records = [
+        {
+            **grade,
+            "sample_index": c.sample_index,
+            "text": c.text,
+            "logp": c.logp,
+            "num_tokens": c.num_tokens,
+            "finished": c.finished,
+        }
+        for c, grade in zip(completions, grade_completions(rows, completions, problem), strict=True)
+    ]
     return pd.DataFrame.from_records(records, columns=POOL_COLUMNS)
 
 

@@ -22,7 +22,7 @@ from aligntrain.config import Params
 from aligntrain.io import atomic_directory, write_json
 from aligntrain.paths import StudyPaths
 from aligntrain.problems import get_problem
-from aligntrain.rollouts.pool import read_pool
+from aligntrain.rollouts.pool import grade_completions, read_pool
 
 
 def efficiency_strategies(binary_rewards: bool) -> tuple[str, ...]:
@@ -186,17 +186,12 @@ def oracle_gradient(params: Params, paths: StudyPaths, test_rows: Sequence[dict]
         model, tokenizer, [r["prompt"] for r in rows], cfg.samples_per_prompt, sampling,
         batch_size=params.rollouts.batch_size, seed=params.study.seed + 7919,  # not the evaluation pool's draws
     )
+    graded = list(zip(completions, grade_completions(rows, completions, problem), strict=True))
     pools = []
     for p, row in enumerate(rows):
-        mine = [c for c in completions if c.prompt_index == p]
-        grades = [problem.grade(c.text, row) for c in mine]
-        group = pd.DataFrame(
-            {
-                "reward": [g.reward for g in grades],
-                "correct": [bool(g.correct) for g in grades],
-                "answer_class": [g.answer_class for g in grades],
-            }
-        )
+        mine = [c for c, _ in graded if c.prompt_index == p]
+        grades = [grade for c, grade in graded if c.prompt_index == p]
+        group = pd.DataFrame({column: [g[column] for g in grades] for column in ("reward", "correct", "answer_class")})
         gold = problem.gold_class(row)
         advantages = {
             t: _oracle_advantages(t, group, gold, cfg.n_target) for t in oracle_targets(problem.binary_rewards)
