@@ -68,6 +68,8 @@ from typing import NamedTuple
 
 import sympy
 
+from aligntrain.validation import check_int, check_real
+
 ANSWER_MARKER = "####"
 """The completion's final answer is the text after the last marker, to end of line."""
 
@@ -152,8 +154,7 @@ def extract_answer(completion: str, max_chars: int = 2000) -> str | None:
     """
     if not isinstance(completion, str):
         raise ValueError(f"completion must be a str, got {type(completion).__name__}")
-    if max_chars < 1:
-        raise ValueError(f"max_chars must be >= 1, got {max_chars}")
+    check_int(max_chars, "max_chars", minimum=1)
     if len(completion) > max_chars:
         return None
     marker_at = completion.rfind(ANSWER_MARKER)
@@ -201,8 +202,7 @@ def canonical_answer(text: str | None, timeout_s: float = 0.5) -> str | None:
     "1e3", "1,00", non-ASCII digits), a bound exceeded (see the module
     docstring), division by zero, or parsing past ``timeout_s`` seconds.
     """
-    if not timeout_s > 0:
-        raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+    check_real(timeout_s, "timeout_s", low=0, low_open=True)
     if text is None:
         return None
     if not isinstance(text, str):

@@ -70,6 +70,7 @@ from typing import Any
 
 from aligntrain import verify
 from aligntrain.problems import rows
+from aligntrain.validation import check_choices, check_int, check_probability
 from aligntrain.verify import ANSWER_MARKER
 
 NAME = "arith"
@@ -213,9 +214,8 @@ def generate_split(split: str, n: int, levels: Sequence[int] = LEVELS, seed: int
     """
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
-    levels = _check_levels(levels)
+    n = check_int(n, "n", minimum=0)
+    levels = check_choices(levels, "levels", LEVELS)
     rows: list[ArithRow] = []
     seen: set[str] = set()  # unique across levels: ranges overlap ("5+3*4" fits levels 2 and 4)
     for index, level in enumerate(levels):
@@ -258,11 +258,9 @@ def pretrain_corpus(
     Each text is a drill with probability ``drill_fraction`` and otherwise a
     worked example of a uniform level (see the module docstring). Repeats allowed.
     """
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
-    if not 0.0 <= drill_fraction <= 1.0:
-        raise ValueError(f"drill_fraction must be in [0, 1], got {drill_fraction}")
-    levels = _check_levels(levels)
+    n = check_int(n, "n", minimum=0)
+    check_probability(drill_fraction, "drill_fraction")
+    levels = check_choices(levels, "levels", LEVELS)
     rng = random.Random(f"{NAME}:pretrain:{seed}")
     texts: list[str] = []
     while len(texts) < n:
@@ -375,18 +373,6 @@ def _level_spec(level: int) -> LevelSpec:
     if level not in LEVEL_SPECS:
         raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
     return LEVEL_SPECS[level]
-
-
-def _check_levels(levels: Sequence[int]) -> tuple[int, ...]:
-    levels = tuple(levels)
-    if not levels:
-        raise ValueError("levels must not be empty")
-    if len(set(levels)) != len(levels):
-        raise ValueError(f"levels must not repeat, got {levels}")
-    unknown = [level for level in levels if level not in LEVEL_SPECS]
-    if unknown:
-        raise ValueError(f"levels must be drawn from {LEVELS}, got {unknown}")
-    return levels
 
 
 def _parse_question(question: str) -> tuple[list[int], list[str]]:

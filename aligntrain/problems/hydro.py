@@ -97,6 +97,7 @@ from typing import Any
 
 
 from aligntrain.problems import rows
+from aligntrain.validation import check_choices, check_int, check_probability
 
 NAME = "hydro"
 SPLITS = ("train", "validation", "test")
@@ -167,8 +168,7 @@ def complement_reward(sequence: str, h_in: numbers.Real) -> float:
     Fraction, for exact band edges).
     """
     _check_sequence(sequence)
-    if isinstance(h_in, bool) or not isinstance(h_in, numbers.Real) or not 0 <= h_in <= 1:
-        raise ValueError(f"h_in must be a real number in [0, 1], got {h_in!r}")
+    check_probability(h_in, "h_in")  # compared exactly; h_in itself (a Fraction stays one) is used below
     if len(sequence) < 5:
         return UNSCORABLE_REWARD
     h, h_in = hydrophobicity(sequence), Fraction(h_in)
@@ -305,9 +305,8 @@ def generate_split(split: str, n: int, levels: Sequence[int] = LEVELS, seed: int
     """
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
-    levels = _check_levels(levels)
+    n = check_int(n, "n", minimum=0)
+    levels = check_choices(levels, "levels", LEVELS)
     rows: list[HydroRow] = []
     for index, level in enumerate(levels):
         count = n // len(levels) + (index < n % len(levels))
@@ -347,9 +346,8 @@ def pretrain_corpus(n: int, seed: int = 0, levels: Sequence[int] = LEVELS) -> li
     Each text's level is uniform over ``levels``; repeats allowed. The sequence
     ignores the prompt (module docstring: the base model starts in the trap).
     """
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
-    levels = _check_levels(levels)
+    n = check_int(n, "n", minimum=0)
+    levels = check_choices(levels, "levels", LEVELS)
     rng = random.Random(f"{NAME}:pretrain:{seed}")
     texts: list[str] = []
     while len(texts) < n:
@@ -467,15 +465,3 @@ class HydroProblem(rows.RowStore):
 def _check_sequence(sequence: str) -> None:
     if not isinstance(sequence, str) or not _RESIDUES.issuperset(sequence):
         raise ValueError(f"sequence must be a str of the residues {ALPHABET!r}, got {sequence!r:.80}")
-
-
-def _check_levels(levels: Sequence[int]) -> tuple[int, ...]:
-    levels = tuple(levels)
-    if not levels:
-        raise ValueError("levels must not be empty")
-    if len(set(levels)) != len(levels):
-        raise ValueError(f"levels must not repeat, got {levels}")
-    unknown = [level for level in levels if level not in TASKS]
-    if unknown:
-        raise ValueError(f"levels must be drawn from {LEVELS}, got {unknown}")
-    return levels

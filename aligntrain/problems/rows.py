@@ -6,7 +6,6 @@ their own semantic checks on top of :func:`check_row_shape`.
 
 from __future__ import annotations
 
-import numbers
 import os
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
@@ -15,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from aligntrain.io import atomic_path
+from aligntrain.validation import is_int
 
 ROW_FIELDS = ("id", "level", "prompt", "completion", "answer")
 ROW_SCHEMA = pa.schema(
@@ -55,8 +55,8 @@ def check_row_shape(row: Mapping[str, Any], problem: str, levels: Collection[int
         if not isinstance(row[field], str):
             raise bad(field, f"must be a str, got {type(row[field]).__name__}")
     level = row["level"]
-    # Integral, not int: rows read back through pandas may carry numpy integers.
-    if isinstance(level, bool) or not isinstance(level, numbers.Integral) or level not in levels:
+    # is_int, not isinstance(level, int): rows read back through pandas may carry numpy integers.
+    if not is_int(level) or level not in levels:
         raise bad("level", f"must be an int in {tuple(sorted(levels))}, got {level!r}")
     return bad
 

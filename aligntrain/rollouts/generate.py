@@ -16,6 +16,8 @@ import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from aligntrain.validation import check_int
+
 
 @dataclass(frozen=True)
 class SamplingConfig:
@@ -58,8 +60,8 @@ def sample_completions(
     Deterministic for a given seed, model and batch size: batch b is sampled
     under ``torch.manual_seed(seed + b)``.
     """
-    if samples_per_prompt < 1:
-        raise ValueError(f"samples_per_prompt must be >= 1, got {samples_per_prompt}")
+    samples_per_prompt = check_int(samples_per_prompt, "samples_per_prompt", minimum=1)
+    batch_size = check_int(batch_size, "batch_size", minimum=1)
     model.eval()
     jobs = [(p, s) for p in range(len(prompts)) for s in range(samples_per_prompt)]
     out: list[Completion] = []
