@@ -10,6 +10,7 @@ with a message naming the key, and no MLflow run is created.
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 from pathlib import Path
@@ -128,6 +129,41 @@ def list_stages() -> None:
     for s in pipeline.STAGES:
         kind = ("per variant" if s.per_variant else "once") + (", accelerator" if s.accelerator else "")
         typer.echo(f"{s.name:16s} {kind:24s} {s.summary}")
+
+
+def _registries() -> dict:
+    """What ``aligntrain list`` shows: each registry of typed entries, by the word a user types."""
+    from aligntrain.advantages import RULES
+    from aligntrain.objectives import OBJECTIVES
+    from aligntrain.problems import PROBLEMS
+
+    return {"objectives": OBJECTIVES, "rules": RULES, "problems": PROBLEMS}
+
+
+@app.command("list")
+def list_entries(
+    kind: str = typer.Argument(..., help="objectives, rules or problems."),
+    name: str = typer.Argument("", help="One entry: its whole docstring and options."),
+) -> None:
+    """The entries of a registry (objectives, advantage rules, problems) and their typed options."""
+    from aligntrain.options import describe_options
+
+    registries = _registries()
+    if kind not in registries:
+        _fail(f"no registry {kind!r}; known: {', '.join(registries)}")
+    registry = registries[kind]
+    try:
+        entries = [registry.get(name)] if name else list(registry)
+    except ValueError as err:
+        _fail(str(err))
+    for entry in entries:
+        typer.echo(f"{entry.name:22s} {entry.summary()}")
+        details = inspect.cleandoc(entry.__doc__ or "").partition("\n")[2].strip()
+        if name and details:
+            typer.echo("\n".join("    " + line for line in details.splitlines()) + "\n")
+        for option in describe_options(entry):
+            bounds = f", {option.bounds}" if option.bounds else ""
+            typer.echo(f"    {option.name:18s} {option.type}{bounds}; default {option.default}. {option.description}")
 
 
 @app.command("new-study-run")

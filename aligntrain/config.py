@@ -152,15 +152,6 @@ class RLSettings(OptimConfig):
         "(broken gold answers or grader), instead of training on zero advantages.",
     )
 
-    @model_validator(mode="after")
-    def _whole_groups(self) -> RLSettings:
-        if self.batch_size % self.num_generations:
-            raise ValueError(
-                f"batch_size ({self.batch_size}) must be a multiple of num_generations ({self.num_generations}): "
-                "each step holds whole groups"
-            )
-        return self
-
 
 class RLConfig(RLSettings):
     """One RL variant, everything its trainer needs: the study's ``rl`` section plus the variant's rule.
@@ -379,6 +370,13 @@ class Params(_Section):
                 continue
             if self.rl is None:
                 raise ValueError(f"variants.{name} is an RL variant: params need an 'rl' section")
+            if self.rl.batch_size % self.rl.num_generations:
+                # A stage is one process: its batch must hold whole groups. (Across processes TRL
+                # checks the global batch itself, so RLConfig leaves this to TRL.)
+                raise ValueError(
+                    f"rl.batch_size ({self.rl.batch_size}) must be a multiple of rl.num_generations "
+                    f"({self.rl.num_generations}): each step holds whole groups"
+                )
             try:
                 self.rl_config(name).rule.check_fits(binary_rewards=get_problem(self.problem.name).binary_rewards)
             except (ValueError, ValidationError) as err:

@@ -23,7 +23,6 @@ from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
 
 import annotated_types
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
-from pydantic_core import PydanticUndefined
 
 
 def _refuse_bool(value: Any) -> Any:
@@ -148,20 +147,13 @@ def _type_name(annotation: Any) -> str:
     return getattr(annotation, "__name__", str(annotation))
 
 
-_BOUND_SYMBOLS = ((annotated_types.Ge, "≥"), (annotated_types.Gt, ">"), (annotated_types.Le, "≤"),
-                  (annotated_types.Lt, "<"))
+_BOUND_SYMBOLS = {"ge": "≥", "gt": ">", "le": "≤", "lt": "<"}
 
 
 def _bounds(metadata: list[Any]) -> str:
     parts = []
     for item in metadata:
-        for kind, symbol in _BOUND_SYMBOLS:
-            if isinstance(item, kind):
-                parts.append(f"{symbol} {next(iter(vars(item).values()))}")
+        if isinstance(item, annotated_types.BaseMetadata):
+            parts += [f"{symbol} {getattr(item, bound)}" for bound, symbol in _BOUND_SYMBOLS.items()
+                      if getattr(item, bound, None) is not None]
     return ", ".join(parts)
-
-
-def default_of(cls: type[BaseModel], option: str) -> Any:
-    """The default of one option (PydanticUndefined when it is required)."""
-    field = cls.model_fields[option]
-    return PydanticUndefined if field.is_required() else field.get_default(call_default_factory=True)

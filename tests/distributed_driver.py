@@ -38,10 +38,10 @@ from transformers import TrainerCallback
 import aligntrain.training.rl as rl
 import aligntrain.training.sft as sft
 from aligntrain.advantages import RewardHistory, compute_advantages
-from aligntrain.config import OptimConfig
+from aligntrain.config import OptimConfig, RLConfig
 from aligntrain.models import build_char_tokenizer, build_tiny_llama
 from aligntrain.problems import get_problem
-from aligntrain.training.rl import RLConfig, StrategyGRPOTrainer, grpo_config, safe_reward_fn, train_rl
+from aligntrain.training.rl import StrategyGRPOTrainer, safe_reward_fn, train_rl
 from aligntrain.training.sft import StrategySFTTrainer, train_sft
 from aligntrain.objectives import PassAtN
 
@@ -127,7 +127,7 @@ def run_sft(out_dir: Path) -> None:
     )
     checkpoint_dir = out_dir / "sft_checkpoints"
     metrics = train_sft(
-        model, tokenizer, rows["train"][:16], optim, checkpoint_dir, objective=PassAtN(n=SFT_N), max_length=128, seed=0
+        model, tokenizer, rows["train"][:16], optim, checkpoint_dir, objective=PassAtN(budget=SFT_N), max_length=128, seed=0
     )
     trainer = RecordingSFTTrainer.last
     record = {
@@ -186,22 +186,22 @@ def run_rl_groups(out_dir: Path) -> None:
     tensors: dict[str, Any] = {}
     for name, spec in GROUP_RULES.items():
         model, tokenizer, rows = tiny_model_and_rows()
-        config = RLConfig(rule=spec["rule"], rule_options=spec["options"], num_generations=N, max_completion_length=10)
-        optim = OptimConfig(
+        config = RLConfig(
+            rule={"name": spec["rule"], **spec["options"]}, num_generations=N, max_completion_length=10,
             steps=GROUPS_STEPS, batch_size=GROUPS_BATCH, learning_rate=1e-3, lr_warmup_ratio=0.0,
             checkpoint_every=100, log_every=1,
         )
+        config.rule.check_fits(binary_rewards=spec["binary"])
         train = rows["train"]
         trainer = RecordingGRPOTrainer(
-            model=model,
-            reward_funcs=[safe_reward_fn(spec["reward"], timeout_s=5.0)],
-            args=grpo_config(optim, config, out_dir / f"rl_groups_{name}", seed=0),
+            model,
+            [safe_reward_fn(spec["reward"], timeout_s=5.0)],
+            config=config,
+            checkpoint_dir=out_dir / f"rl_groups_{name}",
+            seed=0,
+            answer_class=spec["answer_class"],
             train_dataset=Dataset.from_dict({c: [r[c] for r in train] for c in ("prompt", "answer")}),
             processing_class=tokenizer,
-            rule=config.rule,
-            rule_options=config.rule_options,
-            answer_class=spec["answer_class"],
-            binary_rewards=spec["binary"],
         )
         trainer.train()
         record[name] = {
@@ -237,19 +237,16 @@ def run_rl_history(out_dir: Path, phase: str) -> None:
     rl.compute_advantages = spy
     rl.StrategyGRPOTrainer = RecordingGRPOTrainer
     config = RLConfig(
-        rule="cat_best_of_n", rule_options={"budget": 8, "quantile": "history"}, num_generations=N,
-        max_completion_length=10,
-    )
-    optim = OptimConfig(
-        steps=HISTORY_STEPS, batch_size=HISTORY_BATCH, learning_rate=1e-3, lr_warmup_ratio=0.0,
-        checkpoint_every=CHECKPOINT_EVERY, log_every=1,
+        rule={"name": "cat_best_of_n", "budget": 8, "quantile": "history"}, num_generations=N,
+        max_completion_length=10, steps=HISTORY_STEPS, batch_size=HISTORY_BATCH, learning_rate=1e-3,
+        lr_warmup_ratio=0.0, checkpoint_every=CHECKPOINT_EVERY, log_every=1,
     )
     checkpoint_dir = out_dir / "rl_history_checkpoints"
     record: dict[str, Any] = {}
-    run = dict(config=config, reward_fn=length_mod_3, seed=0)
+    run = dict(reward_fn=length_mod_3, seed=0)
     if phase == "crash":
         try:
-            train_rl(model, tokenizer, rows["train"], optim, checkpoint_dir, callbacks=[CrashAt(CRASH_AT)], **run)
+            train_rl(model, tokenizer, rows["train"], config, checkpoint_dir, callbacks=[CrashAt(CRASH_AT)], **run)
         except KeyboardInterrupt:
             record["interrupted"] = True
         record["checkpoint_files"] = sorted(
@@ -262,7 +259,7 @@ def run_rl_history(out_dir: Path, phase: str) -> None:
             "steps": saved["history_steps"].tolist(),
         }
     else:
-        record["metrics"] = train_rl(model, tokenizer, rows["train"], optim, checkpoint_dir, **run)
+        record["metrics"] = train_rl(model, tokenizer, rows["train"], config, checkpoint_dir, **run)
         record["checkpoint_dir_left"] = checkpoint_dir.exists()
     trainer = RecordingGRPOTrainer.last
     record.update(

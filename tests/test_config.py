@@ -62,6 +62,7 @@ def test_study_run_selects_from_the_catalog():
         (lambda r: r["diagnostics"]["oracle"].update(group_sizes=[1, 8]), "diagnostics.oracle.group_sizes"),
         (lambda r: r["model"].update(hidden_size=130), "hidden_size"),
         (lambda r: r["problem"].update(typo_key=1), "problem.typo_key"),
+        (lambda r: r["rl"].update(batch_size=30), "rl.batch_size (30) must be a multiple of rl.num_generations"),
     ],
 )
 def test_invalid_parameters_name_the_key(edit, key):

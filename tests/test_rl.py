@@ -351,8 +351,6 @@ def test_config_rejects_bad_variants_naming_the_option():
     with pytest.raises(ValueError, match="decay"):  # caught by the dry run, when the config is built
         _config("cat_best_of_n", {"budget": 4, "quantile": "time_weighted"})
     _config("cat_best_of_n", {"budget": 4, "quantile": "time_weighted"}, history_decay=0.9)
-    with pytest.raises(ValueError, match="batch_size"):
-        _config("rloo", batch_size=6)
     with pytest.raises(ValueError, match="needs binary rewards"):
         _config("loo_maj_at_k").rule.check_fits(binary_rewards=False)
     assert _config("pkpo", {"budget": 2}).rule == parse_rule("pkpo", {"budget": 2})
