@@ -99,3 +99,33 @@ def test_continuous_rewards_get_best_of_n_curves():
     assert "maj@1" not in table
     with pytest.raises(ValueError, match="unknown strategies"):
         per_prompt_scores(pool, {"a": None}, ("best",))
+
+
+def test_grade_completions_and_the_pool_they_build():
+    """The one grading loop: each completion against its row, in the order given."""
+    from types import SimpleNamespace
+
+    from aligntrain.problems import get_problem
+    from aligntrain.rollouts.pool import POOL_COLUMNS, build_pool, grade_completions
+
+    problem = get_problem("arith")
+    rows = problem.generate_splits({"test": 2}, problem.levels, seed=0)["test"]
+    texts = [(1, rows[1]["completion"]), (0, "no answer here"), (0, rows[0]["completion"])]
+    completions = [
+        SimpleNamespace(prompt_index=p, sample_index=s, text=t, logp=-1.0 - s, num_tokens=5, finished=True)
+        for s, (p, t) in enumerate(texts)
+    ]
+    graded = grade_completions(rows, completions, problem)
+    assert [g["prompt_id"] for g in graded] == [rows[1]["id"], rows[0]["id"], rows[0]["id"]]
+    assert [g["correct"] for g in graded] == [True, False, True]
+    assert [g["reward"] for g in graded] == [1.0, 0.0, 1.0]
+    assert graded[1]["answer"] is None and graded[1]["answer_class"] is None
+    assert graded[0]["answer_class"] == problem.gold_class(rows[1])
+    assert all(type(g["level"]) is int and type(g["correct"]) is bool and type(g["reward"]) is float for g in graded)
+
+    pool = build_pool(rows, completions, problem)
+    assert list(pool.columns) == POOL_COLUMNS
+    for column in ("prompt_id", "correct", "reward"):
+        assert pool[column].tolist() == [g[column] for g in graded]
+    assert pool["answer_class"].isna().tolist() == [False, True, False]  # None: unparseable
+    assert pool["sample_index"].tolist() == [0, 1, 2] and pool["logp"].tolist() == [-1.0, -2.0, -3.0]

@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 from aligntrain.losses import (
     LOGP_POSITIVE_TOLERANCE,
+    as_tensor,
     cat_best_of_n_rl_weight,
     cat_majority_rl_weight,
     cat_pass_at_n_rl_weight,
@@ -733,3 +734,22 @@ def test_strategy_losses_refuse_an_infinite_log_probability() -> None:
             objective.weight(logp)
     finite = logp.detach()[:1].requires_grad_()
     assert torch.isfinite(pass_at_n_loss(finite, 4)).all()
+
+
+def test_as_tensor_is_the_one_conversion():
+    """A tensor passes as it is; numbers and arrays of them become new float64 tensors; the rest is refused."""
+    t = torch.tensor([0.5], dtype=torch.float32)
+    assert as_tensor(t, "p") is t
+    scalar = as_tensor(0.1, "p")
+    assert scalar.dtype == torch.float64 and scalar.shape == () and scalar.item() == 0.1
+    assert as_tensor(3, "p").dtype == torch.float64
+    nodes = np.array([0.25, 0.5])
+    nodes.flags.writeable = False
+    converted = as_tensor(nodes, "p")  # a copy: read-only arrays are fine
+    assert converted.dtype == torch.float64 and converted.tolist() == [0.25, 0.5]
+    assert as_tensor([1, 2], "p").tolist() == [1.0, 2.0]
+    expected = pass_at_n_weight(torch.tensor([0.1, 0.5], dtype=torch.float64), 4)
+    assert torch.equal(pass_at_n_weight(np.array([0.1, 0.5]), 4), expected)
+    for bad in (True, "0.5", None, [True, False], np.array(["a"])):
+        with pytest.raises(ValueError, match="p must be a tensor, a real number or an array of them"):
+            as_tensor(bad, "p")

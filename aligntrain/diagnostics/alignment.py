@@ -33,7 +33,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from aligntrain.losses import cat_pass_at_n_rl_weight, majority_weight, pass_at_n_weight
-from aligntrain.validation import check_int, check_int_sequence
+from aligntrain.validation import check_finite_vector, check_int, check_int_sequence
 
 __all__ = [
     "WeightFunction",
@@ -192,13 +192,10 @@ def crossover_budget(ks: Sequence[int], curve_small: ArrayLike, curve_large: Arr
     behind at the last budget. Ties count as overtaking.
     """
     budgets = _check_budgets(ks)
-    small = np.asarray(curve_small, dtype=np.float64)
-    large = np.asarray(curve_large, dtype=np.float64)
+    small, large = check_finite_vector(curve_small, "curve_small"), check_finite_vector(curve_large, "curve_large")
     for curve, name in ((small, "curve_small"), (large, "curve_large")):
-        if curve.shape != (len(budgets),):
-            raise ValueError(f"{name} must have one value per k ({len(budgets)}), got shape {curve.shape}")
-        if not np.all(np.isfinite(curve)):
-            raise ValueError(f"{name} must be finite")
+        if curve.size != len(budgets):
+            raise ValueError(f"{name} must have one value per k ({len(budgets)}), got {curve.size}")
     behind = np.flatnonzero(large < small)
     if behind.size == 0:
         return budgets[0]
