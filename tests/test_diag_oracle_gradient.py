@@ -257,20 +257,20 @@ def test_skipped_rules_zero_advantages_and_fresh_state():
     gram = scores @ scores.T
     oracle = best_of_n_oracle_advantage(rewards, 8)
     rules = [
-        ("chow_bon", {"n_target": 8}),  # binary rewards only
-        ("pkpo", {"k": 8}),  # k <= n only
-        ("cat_best_of_n", {"n_target": 8, "quantile": "history"}),  # fresh, empty history: q = 1/2
+        ("chow_bon", {"budget": 8}),  # binary rewards only
+        ("pkpo", {"budget": 8}),  # budget <= n only
+        ("cat_best_of_n", {"budget": 8, "quantile": "history"}),  # fresh, empty history: q = 1/2
         ("grpo_z", {}),
     ]
     frame = oracle_gradient_cosines(gram, oracle, rewards, rules, [4, 8], [0, 1, 2])
     by_rule = {rule: group for rule, group in frame.groupby("rule")}
-    chow = by_rule["chow_bon(n_target=8)"]
+    chow = by_rule["chow_bon(budget=8)"]
     assert (chow["status"] == "skipped").all() and chow["reason"].str.contains("binary").all()
-    pkpo = by_rule["pkpo(k=8)"]
+    pkpo = by_rule["pkpo(budget=8)"]
     assert (pkpo[pkpo["n"] == 4]["status"] == "skipped").all()
     assert (pkpo[pkpo["n"] == 8]["status"] != "skipped").all()  # (a tied maximum gives zeros)
     # an empty history gives equal CAT weights: after batch normalisation it is GRPO-Z
-    cat = by_rule["cat_best_of_n(n_target=8, quantile='history')"]["cosine"].to_numpy()
+    cat = by_rule["cat_best_of_n(budget=8, quantile='history')"]["cosine"].to_numpy()
     np.testing.assert_allclose(cat, by_rule["grpo_z"]["cosine"].to_numpy(), atol=1e-10)
     with pytest.raises(ValueError, match="unknown option"):
         oracle_gradient_cosines(gram, oracle, rewards, [("grpo", {"k": 2})], [4], [0])
@@ -488,7 +488,7 @@ def test_unbiased_rules_average_to_the_oracle_gradient_exactly():
     loo = expected_coefficients("loo_pass_at_k", rewards, 3)
     np.testing.assert_allclose(centred(loo), best_of_n_oracle_advantage(rewards, 3) / 4, atol=1e-12)
     assert loo.mean() > 0.1  # so centring matters for this rule
-    pkpo = expected_coefficients("pkpo", rewards, 3, k=2)
+    pkpo = expected_coefficients("pkpo", rewards, 3, budget=2)
     np.testing.assert_allclose(centred(pkpo), best_of_n_oracle_advantage(rewards, 2) / 4, atol=1e-12)
     correct = np.array([1.0, 0.0, 0.0, 1.0, 0.0])
     np.testing.assert_allclose(

@@ -224,18 +224,18 @@ def mp_expected_max_gaussian(n: int, mu: mpmath.mpf, sigma: mpmath.mpf) -> mpmat
     return mpmath.quad(integrand, [mpmath.ninf, mu, mu + 2 * sigma, mu + 4 * sigma, mpmath.inf])
 
 
-@pytest.mark.parametrize("n_target", [16, 128])
-def test_analytic_best_of_n_gradient_matches_finite_differences(n_target):
+@pytest.mark.parametrize("budget", [16, 128])
+def test_analytic_best_of_n_gradient_matches_finite_differences(budget):
     mu, sigma, step = mpmath.mpf("0.3"), mpmath.mpf("1.7"), mpmath.mpf("1e-8")
     with mpmath.workdps(30):
         d_mu = (
-            mp_expected_max_gaussian(n_target, mu + step, sigma) - mp_expected_max_gaussian(n_target, mu - step, sigma)
+            mp_expected_max_gaussian(budget, mu + step, sigma) - mp_expected_max_gaussian(budget, mu - step, sigma)
         ) / (2 * step)
         d_log_sigma = (
-            mp_expected_max_gaussian(n_target, mu, sigma * mpmath.exp(step))
-            - mp_expected_max_gaussian(n_target, mu, sigma * mpmath.exp(-step))
+            mp_expected_max_gaussian(budget, mu, sigma * mpmath.exp(step))
+            - mp_expected_max_gaussian(budget, mu, sigma * mpmath.exp(-step))
         ) / (2 * step)
-    assert best_of_n_gaussian_gradient(n_target, 1.7) == pytest.approx((float(d_mu), float(d_log_sigma)), abs=1e-9)
+    assert best_of_n_gaussian_gradient(budget, 1.7) == pytest.approx((float(d_mu), float(d_log_sigma)), abs=1e-9)
 
 
 def test_gaussian_score_matches_finite_differences_of_the_log_density():

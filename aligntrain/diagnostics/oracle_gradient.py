@@ -47,8 +47,7 @@ from aligntrain.advantages import (
     MajorityThresholdState,
     RewardHistory,
     compute_advantages,
-    get_rule,
-    validate_rule_options,
+    parse_rule,
 )
 from aligntrain.diagnostics import forced_vote
 from aligntrain.estimators import mean_and_stderr
@@ -404,10 +403,10 @@ def _why_not_applicable(
 ) -> str | None:
     """None when the rule runs on groups of n from this pool, else the reason it is skipped."""
     try:
-        resolved = validate_rule_options(rule, n, options, binary_rewards=binary)
+        parsed = parse_rule(rule, options, group_size=n, binary_rewards=binary)
     except ValueError as error:
         return str(error)
-    missing = sorted(get_rule(rule).context_needed(resolved) - available)
+    missing = sorted(parsed.context_needed() - available)
     return f"rule {rule!r} needs {missing}, not given" if missing else None
 
 
@@ -438,7 +437,7 @@ def _group_coefficients(
     """Row s: c with g_s = Sᵀc = (1/n) Σ_j A_j S_{i_j} for group s (a repeated item adds up),
     and whether the rule's advantages on group s are all zero."""
     n = groups[0].size
-    needed = get_rule(rule).context_needed(validate_rule_options(rule, n, options))
+    needed = parse_rule(rule, options, group_size=n).context_needed()
     coefficients = np.zeros((len(groups), rewards.size))
     all_zero = np.zeros(len(groups), dtype=bool)
     for row, indices in enumerate(groups):
@@ -518,7 +517,7 @@ def oracle_gradient_cosines(
             raise ValueError(f"group_sizes must be <= the pool size {pool_size} (replace=False), got {n!r}")
     check_int_sequence(seeds, "seeds", minimum=0)
     for rule, options in rules:
-        get_rule(rule).resolve_options(options)  # an unknown rule or option name is a caller bug: raise
+        parse_rule(rule, options)  # an unknown rule or a bad option is a caller bug: raise
 
     if center_scores:
         gram = gram - gram.mean(axis=0, keepdims=True) - gram.mean(axis=1, keepdims=True) + gram.mean()

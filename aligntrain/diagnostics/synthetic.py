@@ -300,7 +300,7 @@ TEA_RULES = ("tea", "prefix_tea")
 
 @dataclass(frozen=True)
 class TeaVariant:
-    """An estimator of the Gaussian-tail study: a TEA registry rule and its options (not alpha/n_target)."""
+    """An estimator of the Gaussian-tail study: a TEA registry rule and its options (not alpha/budget)."""
 
     rule: str
     options: Mapping[str, Any] = field(default_factory=dict)
@@ -327,13 +327,13 @@ def gaussian_policy_score(samples: Tensor, mu: float, sigma: float) -> Tensor:
     return torch.stack([standardised / sigma, standardised**2 - 1.0], dim=-1)
 
 
-def best_of_n_gaussian_gradient(n_target: int, sigma: float = 1.0) -> tuple[float, float]:
+def best_of_n_gaussian_gradient(budget: int, sigma: float = 1.0) -> tuple[float, float]:
     """∇_(μ, log σ) of E[max of N draws of N(μ, σ²)] = μ + σ e_N: (1, σ e_N) (004 Lemma 1 is exact here)."""
-    return 1.0, float(sigma) * expected_max_standard_normal(n_target)
+    return 1.0, float(sigma) * expected_max_standard_normal(budget)
 
 
 def tea_gradient_estimates(
-    samples: Tensor, variant: TeaVariant, alpha: float, n_target: int, mu: float = 0.0, sigma: float = 1.0
+    samples: Tensor, variant: TeaVariant, alpha: float, budget: int, mu: float = 0.0, sigma: float = 1.0
 ) -> Tensor:
     """One estimate per group: (1/α)·(1/n) Σ_i A_i S(y_i), A from the registry; shape (G, 2).
 
@@ -341,10 +341,10 @@ def tea_gradient_estimates(
     """
     if variant.rule not in TEA_RULES:
         raise ValueError(f"variant rule must be one of {list(TEA_RULES)}, got {variant.rule!r}")
-    clashing = {"alpha", "n_target"} & set(variant.options)
+    clashing = {"alpha", "budget"} & set(variant.options)
     if clashing:
         raise ValueError(f"variant options must not set {sorted(clashing)}; pass them as arguments")
-    advantages = compute_advantages(variant.rule, samples, alpha=alpha, n_target=n_target, **variant.options)
+    advantages = compute_advantages(variant.rule, samples, alpha=alpha, budget=budget, **variant.options)
     score = gaussian_policy_score(samples, mu, sigma)
     return (advantages.unsqueeze(-1) * score).mean(dim=1) / alpha
 
@@ -359,7 +359,7 @@ def run_tea_gaussian(
     repetitions: int = 20_000,
     variants: Mapping[str, TeaVariant] = DEFAULT_TEA_VARIANTS,
     alpha: float = 0.25,
-    n_target: int = 128,
+    budget: int = 128,
     mu: float = 0.0,
     sigma: float = 1.0,
     seed: int = 0,
@@ -379,12 +379,12 @@ def run_tea_gaussian(
     sizes = check_int_sequence(group_sizes, "group_sizes", minimum=2)
     repetitions = check_int(repetitions, "repetitions", minimum=2)
     chunk_size = check_int(chunk_size, "chunk_size", minimum=1)
-    n_target = check_int(n_target, "n_target", minimum=1)
+    budget = check_int(budget, "budget", minimum=1)
     batches = [check_int(b, "prompt_batches", minimum=1) for b in prompt_batches]
     check_real(sigma, "sigma", low=0, low_open=True)
     if not variants:
         raise ValueError("variants must name at least one estimator")
-    truth = np.array(best_of_n_gaussian_gradient(n_target, sigma))
+    truth = np.array(best_of_n_gaussian_gradient(budget, sigma))
     truth_norm = float(np.linalg.norm(truth))
 
     rows = []
@@ -395,7 +395,7 @@ def run_tea_gaussian(
             size = min(chunk_size, repetitions - start)
             chunk = mu + sigma * torch.randn(size, n, generator=generator, dtype=torch.float64)
             for label, variant in variants.items():
-                per_variant[label].append(tea_gradient_estimates(chunk, variant, alpha, n_target, mu, sigma))
+                per_variant[label].append(tea_gradient_estimates(chunk, variant, alpha, budget, mu, sigma))
         for label, variant in variants.items():
             estimates = torch.cat(per_variant[label]).numpy()
             mean = estimates.mean(axis=0)

@@ -159,7 +159,7 @@ def oracle_rules(params: Params) -> list[tuple[str, str, dict]]:
     out = []
     for name in names:
         options = params.variants[name].options
-        out.append((name, options.rule, dict(options.rule_options)))
+        out.append((name, options.rule, dict(options.model_extra or {})))
     return out
 
 
@@ -194,7 +194,7 @@ def oracle_gradient(params: Params, paths: StudyPaths, test_rows: Sequence[dict]
         group = pd.DataFrame({column: [g[column] for g in grades] for column in ("reward", "correct", "answer_class")})
         gold = problem.gold_class(row)
         advantages = {
-            t: _oracle_advantages(t, group, gold, cfg.n_target) for t in oracle_targets(problem.binary_rewards)
+            t: _oracle_advantages(t, group, gold, cfg.budget) for t in oracle_targets(problem.binary_rewards)
         }
         pools.append(
             PromptPool(
@@ -221,7 +221,7 @@ def oracle_gradient(params: Params, paths: StudyPaths, test_rows: Sequence[dict]
         cosines.to_parquet(tmp / "cosines.parquet", index=False)
         summary.to_csv(tmp / "summary.csv", index=False)
     headline: dict = {"model": cfg.variant, "prompts": len(rows), "pool": cfg.samples_per_prompt,
-                      "n_target": cfg.n_target, "mean_reward": _round(float(np.mean(list(success.values()))))}
+                      "budget": cfg.budget, "mean_reward": _round(float(np.mean(list(success.values()))))}
     raw = summary[~summary.centered]
     for (target, variant, n), r in raw.set_index(["target", "variant", "n"]).iterrows():
         headline.setdefault(target, {}).setdefault(variant, {})[f"n{n}"] = _round(r["mean"])
@@ -241,7 +241,7 @@ def synthetic_checks(params: Params, paths: StudyPaths) -> dict:
     )
     gaussian = run_tea_gaussian(
         group_sizes=cfg.tea_group_sizes, repetitions=cfg.tea_repetitions, alpha=cfg.tea_alpha,
-        n_target=cfg.tea_n_target, seed=seed,
+        budget=cfg.tea_budget, seed=seed,
     )
     with atomic_directory(paths.diagnostics("synthetic")) as tmp:
         bandit.to_csv(tmp / "bandit.csv", index=False)
