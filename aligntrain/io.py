@@ -70,6 +70,32 @@ def _create_sibling(path: Path, create: Callable[[Path], None]) -> Path:
     raise FileExistsError(f"no free temporary name next to {path}")
 
 
+def fsync_tree(path: str | Path) -> None:
+    """Flush a folder's files and entries to disk, subfolders included.
+
+    Before a rename publishes what was written: otherwise a power cut can leave the new
+    name on disk with its files' data never written.
+    """
+    for folder, _, names in os.walk(path):
+        for name in names:
+            fd = os.open(os.path.join(folder, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fsync_directory(folder)
+
+
+def fsync_directory(path: str | Path) -> None:
+    """Flush a folder's entries (names created, renamed or removed in it) to disk."""
+    with contextlib.suppress(OSError):  # not every filesystem (or OS) syncs a directory
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
 def write_json(path: str | Path, payload: Any) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n")

@@ -10,7 +10,8 @@ The parent run is, in order: the run named by ``ALIGNTRAIN_PARENT_RUN_ID``
 fresh parent per reproduction, closed with the study's status), else the newest
 parent of this study, else a new one.
 The store is ``MLFLOW_TRACKING_URI`` or ``sqlite:///mlflow.db`` in the study
-directory.
+directory; the artifacts of a local SQLite store's experiment stay in that store's
+folder (its ``mlruns/``) after the folder is copied (:func:`_study_experiment`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import logging
 import math
 import os
 import subprocess
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -43,11 +45,55 @@ def _mlflow(experiment: str, root: Path):
     # Alembic's migration chatter on a fresh store is noise in stage logs.
     logging.getLogger("alembic").setLevel(logging.WARNING)
     mlflow.set_tracking_uri(tracking_uri(root))
-    exp = mlflow.set_experiment(experiment)
+    exp = _study_experiment(mlflow, experiment, tracking_uri(root))
     if exp.tags.get(EXPERIMENT_KIND_TAG) != MODEL_TRAINING_KIND:
         # MLflow 3 opens an untagged experiment in its GenAI view; runs are compared in the training view.
         mlflow.MlflowClient().set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND)
     return mlflow
+
+
+def _sqlite_folder(uri: str) -> Path | None:
+    """The folder of a local SQLite store (``sqlite:///path/mlflow.db``), else None (a server, in memory)."""
+    path = uri.removeprefix("sqlite:///").split("?")[0] if uri.startswith("sqlite:///") else ""
+    return Path(path).resolve().parent if path and path != ":memory:" else None
+
+
+def _local_path(location: str) -> Path | None:
+    """The path of an artifact location on this machine (a plain path or ``file:``), else None (s3:, ...)."""
+    parsed = urllib.parse.urlparse(location)
+    if parsed.scheme == "file":
+        return Path(urllib.parse.unquote(parsed.path)).resolve()
+    return Path(location).resolve() if not parsed.scheme else None
+
+
+def _study_experiment(mlflow, name: str, uri: str):
+    """Set the experiment ``name``; with a local SQLite store, one whose artifacts lie in the store's folder.
+
+    MLflow records an experiment's artifact location as an absolute path (it resolves
+    relative ones, and ``mlflow-artifacts:`` needs a server), so the mlflow.db of a
+    copied study folder still names the original's ``mlruns/``, and every new run of the
+    copy would write its artifacts there. When the location lies outside the store's
+    folder, that experiment is renamed aside (its runs and their artifacts stay as they
+    are) and a new one of the same name gets the same layout in this folder's ``mlruns/``.
+    A tracking server (http) owns its artifact locations: left as they are. (MLflow 3
+    refuses file stores unless told otherwise; they are left as they are too.)
+    """
+    home = _sqlite_folder(uri)
+    client = mlflow.MlflowClient()
+    exp = client.get_experiment_by_name(name)
+    old = None if home is None or exp is None else _local_path(exp.artifact_location)
+    if old is not None and exp.lifecycle_stage == "active" and not old.is_relative_to(home):
+        from mlflow.exceptions import MlflowException
+
+        aside = f"{name} (artifacts in {old})"
+        logger.warning("MLflow experiment %r of %s keeps its artifacts in %s, outside %s (a copied study "
+                       "folder?): renamed to %r; new runs log into %s", name, uri, old, home, aside, home)
+        # Stages started together in the copy race for this: the first one's rename and experiment stand.
+        with contextlib.suppress(MlflowException):
+            client.rename_experiment(exp.experiment_id, aside)
+        with contextlib.suppress(MlflowException):  # named: MLflow's default is ./mlruns of the working directory
+            client.create_experiment(name, artifact_location=str(home / "mlruns" / old.name))
+    return mlflow.set_experiment(name)
 
 
 def check_tracking_server(root: Path = Path("."), timeout_s: float = 5.0) -> None:

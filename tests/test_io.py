@@ -5,7 +5,7 @@ import stat
 
 import pytest
 
-from aligntrain.io import atomic_directory, atomic_path, fingerprint, read_json, write_json, write_text
+from aligntrain.io import atomic_directory, atomic_path, fingerprint, fsync_tree, read_json, write_json, write_text
 
 
 def test_atomic_path_leaves_old_file_on_failure(tmp_path):
@@ -67,3 +67,16 @@ def test_outputs_get_the_users_permissions(tmp_path, restore_umask, mask, file_m
     assert stat.S_IMODE((tmp_path / "model").stat().st_mode) == dir_mode
     assert stat.S_IMODE((tmp_path / "model" / "weights").stat().st_mode) == file_mode
     assert sorted(p.name for p in tmp_path.iterdir()) == ["deep", "model", "out.json"]
+
+
+def test_fsync_tree_syncs_every_file_and_folder(tmp_path, monkeypatch):
+    """What a checkpoint's rename publishes is on disk first: each file, and each folder's entries."""
+    (tmp_path / "ck" / "sub").mkdir(parents=True)
+    for name in ("ck/model.safetensors", "ck/sub/rng_state.pth"):
+        (tmp_path / name).write_bytes(b"x")
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(os.readlink(f"/proc/self/fd/{fd}")) or real_fsync(fd))
+    fsync_tree(tmp_path / "ck")
+    expected = ["ck", "ck/model.safetensors", "ck/sub", "ck/sub/rng_state.pth"]
+    assert sorted(synced) == sorted(str((tmp_path / p).resolve()) for p in expected)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import math
+import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -338,3 +340,87 @@ def test_checkpoint_problems_are_named(tmp_path):
     assert "optimizer.pt" in checkpoint_problem(empty)
     assert last_checkpoint(tmp_path) == (None, 0)
     assert last_checkpoint(tmp_path / "absent") == (None, 0)
+
+
+class _Published(TrainerCallback):
+    """The folders of the checkpoint directory as each save ends."""
+
+    def __init__(self):
+        self.seen: list[list[str]] = []
+
+    def on_save(self, args, state, control, **kwargs):
+        self.seen.append(sorted(p.name for p in Path(args.output_dir).iterdir() if p.is_dir()))
+
+
+def test_a_checkpoint_write_cut_short_leaves_no_checkpoint_and_the_rerun_resumes_from_the_last_whole_one(
+    tiny_model, arith_rows, tmp_path, monkeypatch
+):
+    """Killed while checkpoint-4 is written (weights in, optimizer not): no checkpoint-4 folder exists."""
+    model, tokenizer = tiny_model
+    rows, optim = arith_rows["train"], _optim(6)
+    run = dict(objective=PassAtN(n=4), max_length=128, seed=0)
+    reference = copy.deepcopy(model)
+    train_sft(reference, tokenizer, rows, optim, tmp_path / "ref", **run)
+
+    save_optimizer = StrategySFTTrainer._save_optimizer_and_scheduler
+
+    def killed_at_step_4(self, output_dir):
+        if self.state.global_step == 4:
+            assert (Path(output_dir) / "model.safetensors").is_file(), "cut short mid-write"
+            raise KeyboardInterrupt("killed while writing checkpoint-4")
+        save_optimizer(self, output_dir)
+
+    with monkeypatch.context() as patch, pytest.raises(KeyboardInterrupt):
+        patch.setattr(StrategySFTTrainer, "_save_optimizer_and_scheduler", killed_at_step_4)
+        train_sft(copy.deepcopy(model), tokenizer, rows, optim, tmp_path / "run", **run)
+    folders = sorted(p.name for p in (tmp_path / "run").iterdir() if p.is_dir())
+    assert folders == ["checkpoint-2", "tmp-checkpoint-4"], "only whole checkpoints are named checkpoint-*"
+
+    published = _Published()
+    resumed = copy.deepcopy(model)
+    metrics = train_sft(resumed, tokenizer, rows, optim, tmp_path / "run", callbacks=[published], **run)
+    assert metrics["resumed_from_step"] == 2
+    # The leftover is cleared before the next save; the trainer still keeps its last two checkpoints.
+    assert published.seen == [["checkpoint-2", "checkpoint-4"], ["checkpoint-4", "checkpoint-6"]]
+    for a, b in zip(reference.parameters(), resumed.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+class _SavesLikeTheRLTrainer(StrategySFTTrainer):
+    """Adds a file to the checkpoint folder after ``super()._save_checkpoint``, as training/rl.py does."""
+
+    fail = False
+
+    def _save_checkpoint(self, model, trial):
+        super()._save_checkpoint(model, trial)
+        if self.fail:
+            raise OSError("disk full")
+        folder = os.path.join(self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}")
+        torch.save({"rule": 1}, os.path.join(folder, "rule_state.pt"))
+
+
+@pytest.mark.parametrize("fail", [False, True], ids=["saved", "failed"])
+def test_a_subclass_file_written_after_super_is_part_of_the_atomic_checkpoint(tiny_model, arith_rows, tmp_path, fail):
+    model, tokenizer = tiny_model
+    args = _sft_config(_optim(2), tmp_path, max_length=128, seed=0, completion_only=True, eval_steps=None)
+    data = Dataset.from_dict({c: [r[c] for r in arith_rows["train"][:8]] for c in ("prompt", "completion")})
+    trainer = _SavesLikeTheRLTrainer(model=model, args=args, train_dataset=data, processing_class=tokenizer,
+                                     objective=PassAtN(n=4))
+    trainer.fail = fail
+    if fail:
+        with pytest.raises(OSError, match="disk full"):
+            trainer.train()
+        assert not list(tmp_path.glob("checkpoint-*"))
+    else:
+        trainer.train()
+        assert (tmp_path / "checkpoint-2" / "rule_state.pt").is_file()
+        assert not list(tmp_path.glob("tmp-checkpoint-*"))
+
+
+def test_atomic_checkpoints_must_come_before_the_trainer_class():
+    from trl import SFTTrainer
+
+    from aligntrain.training.schedule import AtomicCheckpoints
+
+    with pytest.raises(TypeError, match="before the trainer class"):
+        type("Late", (SFTTrainer, AtomicCheckpoints), {})

@@ -106,3 +106,42 @@ def test_a_tracking_server_lost_mid_stage_costs_no_work(tmp_path, monkeypatch, c
     finally:
         if server.poll() is None:
             os.killpg(server.pid, signal.SIGKILL)
+
+
+def test_a_copied_study_logs_its_artifacts_into_its_own_mlruns(tmp_path, monkeypatch, caplog):
+    """cp -r study study2; cd study2; a stage: its artifacts land in study2/mlruns, nothing new in study/."""
+    import shutil
+    from pathlib import Path
+
+    monkeypatch.delenv(tracking.PARENT_ENV, raising=False)
+
+    def run_a_stage(folder: Path) -> str:
+        # A fresh stage process: the default store, mlflow.db in the study folder (mlflow.set_tracking_uri
+        # exports MLFLOW_TRACKING_URI, which would carry the previous folder's store over).
+        monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+        monkeypatch.chdir(folder)
+        Path("metrics.json").write_text("{}")
+        with tracking.stage_run(study="s", experiment="exp", stage="evaluate", variant="ce", params={},
+                                root=Path(".")) as run:
+            run.log_artifact("metrics.json", artifact_path="out")
+        return run.run_id
+
+    def files(folder: Path) -> list[Path]:
+        return sorted(p for p in (folder / "mlruns").rglob("*") if p.is_file())
+
+    original, copy = tmp_path / "study", tmp_path / "study2"
+    original.mkdir()
+    first = run_a_stage(original)
+    assert list(original.glob(f"mlruns/*/{first}/artifacts/out/metrics.json"))
+    shutil.copytree(original, copy)
+    before = files(original)
+    with caplog.at_level("WARNING"):
+        second = run_a_stage(copy)
+    assert list(copy.glob(f"mlruns/*/{second}/artifacts/out/metrics.json")), "the copy logs into its own mlruns/"
+    assert files(original) == before, "nothing new in the original's mlruns/"
+    assert str(original / "mlruns") in caplog.text and str(copy) in caplog.text
+    third = run_a_stage(copy)  # settled: the next stage neither warns nor moves again
+    assert list(copy.glob(f"mlruns/*/{third}/artifacts/out/metrics.json"))
+    client = mlflow.MlflowClient()
+    assert client.get_run(third).info.experiment_id == client.get_run(second).info.experiment_id
+    assert client.get_run(first).info.artifact_uri.startswith(str(original)), "the earlier runs stay as they were"

@@ -1,9 +1,11 @@
-"""What every training run shares, SFT or RL: the schedule's trainer arguments and resuming."""
+"""What every training run shares, SFT or RL: the schedule's trainer arguments, atomic checkpoints and resuming."""
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import os
 import re
 import shutil
 import zipfile
@@ -12,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from aligntrain.config import OptimConfig
+from aligntrain.io import fsync_directory, fsync_tree
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +48,82 @@ def schedule_arguments(optim: OptimConfig, checkpoint_dir: str | Path, *, seed: 
         use_cpu=not torch.cuda.is_available(),
         bf16=torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
     )
+
+
+#: where a checkpoint is written before it is complete: ``tmp-checkpoint-<step>/checkpoint-<step>``; never
+#: matched by the ``checkpoint-*`` names that transformers and :func:`last_checkpoint` look for
+STAGING_PREFIX = f"tmp-{PREFIX_CHECKPOINT_DIR}"
+
+
+def _staged(save_checkpoint):
+    """Wrap a ``Trainer._save_checkpoint`` so that the checkpoint is published whole, by one rename."""
+
+    @functools.wraps(save_checkpoint)
+    def staged_save_checkpoint(self, model, trial):
+        if self._checkpoint_staging is not None:  # an outer override stages this save already
+            return save_checkpoint(self, model, trial)
+        run_dir = Path(self._get_output_dir(trial))
+        name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        staging = run_dir / f"{STAGING_PREFIX}-{self.state.global_step}"
+        if self.args.should_save:  # a crash's leftovers: never published, never resumed from
+            for stale in run_dir.glob(f"{STAGING_PREFIX}-*"):
+                shutil.rmtree(stale)
+        self.accelerator.wait_for_everyone()
+        self._checkpoint_staging = str(staging)
+        try:
+            save_checkpoint(self, model, trial)
+        finally:
+            self._checkpoint_staging = None
+        self.accelerator.wait_for_everyone()  # every rank's files (RNG states, shards) are in
+        if self.args.should_save:
+            # Synced before the rename: after a power cut the name must not stand for unwritten data.
+            fsync_tree(staging / name)
+            final = run_dir / name
+            if final.exists():  # this step saved before (a run resumed from an earlier checkpoint)
+                os.replace(final, staging / "replaced")
+            os.replace(staging / name, final)
+            fsync_directory(run_dir)
+            shutil.rmtree(staging)
+            # The trainer rotated inside the staging folder, where there was nothing to remove.
+            rotate_checkpoints(output_dir=str(run_dir), save_total_limit=self.args.save_total_limit,
+                               best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=True)
+        self.accelerator.wait_for_everyone()
+
+    return staged_save_checkpoint
+
+
+class AtomicCheckpoints:
+    """Mixin for a ``transformers.Trainer``: a ``checkpoint-<step>`` folder appears complete or not at all.
+
+    The trainer writes a checkpoint in place, file after file, so a crash midway leaves a
+    folder that looks like one. Here the whole save, every override of ``_save_checkpoint``
+    in the class chain included (the RL trainer writes its own state file after
+    ``super()``), writes into ``tmp-checkpoint-<step>/checkpoint-<step>``, which is synced
+    to disk and then renamed to ``checkpoint-<step>``. A leftover staging folder is removed
+    before the next save. List it first among the bases: ``class T(AtomicCheckpoints, SFTTrainer)``.
+
+    How: the trainer and its subclasses put the checkpoint in ``_get_output_dir(trial)``,
+    which names the staging folder during a save. (The trainer's best-checkpoint
+    bookkeeping, unused here, would look there too.)
+    """
+
+    _checkpoint_staging: str | None = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls._get_output_dir is not AtomicCheckpoints._get_output_dir:
+            raise TypeError(f"{cls.__name__}: list AtomicCheckpoints before the trainer class among its bases")
+        # A subclass's own _save_checkpoint comes before this mixin's in the MRO and may
+        # write after its super() call returns: wrapped too, the outermost one stages it all.
+        if "_save_checkpoint" in cls.__dict__:
+            cls._save_checkpoint = _staged(cls.__dict__["_save_checkpoint"])
+
+    def _get_output_dir(self, trial) -> str:
+        return self._checkpoint_staging or super()._get_output_dir(trial)
+
+    @_staged
+    def _save_checkpoint(self, model, trial):
+        super()._save_checkpoint(model, trial)
 
 
 def checkpoint_problem(path: Path) -> str | None:

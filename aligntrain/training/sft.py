@@ -14,7 +14,8 @@ extra candidates for one that filters examples).
 
 Interrupted runs resume: checkpoints go to ``checkpoint_dir`` every
 ``checkpoint_every`` steps, and a re-run with the same ``checkpoint_dir`` picks up
-the last one (optimizer, scheduler, RNG and data order included).
+the last one (optimizer, scheduler, RNG and data order included). Checkpoints are
+written atomically (:class:`~aligntrain.training.schedule.AtomicCheckpoints`).
 """
 
 from __future__ import annotations
@@ -30,11 +31,17 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallba
 from trl import SFTConfig, SFTTrainer
 
 from aligntrain.config import OptimConfig
-from aligntrain.training.schedule import finish_run, last_checkpoint, run_metrics, schedule_arguments
+from aligntrain.training.schedule import (
+    AtomicCheckpoints,
+    finish_run,
+    last_checkpoint,
+    run_metrics,
+    schedule_arguments,
+)
 from aligntrain.objectives import CrossEntropy, ObjectiveOptions, ScoredBatch
 
 
-class StrategySFTTrainer(SFTTrainer):
+class StrategySFTTrainer(AtomicCheckpoints, SFTTrainer):
     """``SFTTrainer`` whose loss is a strategy objective (:mod:`aligntrain.objectives`).
 
     With ``objective.uses_trl_loss`` (plain CE) it is TRL's trainer unchanged.
