@@ -457,7 +457,8 @@ def test_interrupted_run_resumes_with_its_reward_history(tiny_model, arith_rows,
     run = dict(reward_fn=length_mod_3, seed=0)
     with pytest.raises(KeyboardInterrupt):
         train_rl(model, tokenizer, arith_rows["train"], config, tmp_path / "ck", callbacks=[_Crash()], **run)
-    assert (tmp_path / "ck" / "checkpoint-2" / rl.RL_STATE_FILE).is_file()
+    assert (tmp_path / "ck" / "checkpoint-2" / rl.RL_STATE_FILE).is_file()  # written inside the atomic save
+    assert not list((tmp_path / "ck").glob("tmp-checkpoint-*"))
     assert [c[0] for c in calls] == [0, 1, 2]
 
     calls.clear()

@@ -29,7 +29,7 @@ def _completion_logp(model, tokenizer, row) -> torch.Tensor:
 
 
 def _optim(steps: int, **kw) -> OptimConfig:
-    return OptimConfig(steps=steps, batch_size=4, learning_rate=1e-3, warmup_ratio=0.0, checkpoint_every=2, log_every=1, **kw)
+    return OptimConfig(steps=steps, batch_size=4, learning_rate=1e-3, lr_warmup_ratio=0.0, checkpoint_every=2, log_every=1, **kw)
 
 
 def _trainer(model, tokenizer, rows, objective: ObjectiveOptions, tmp_path) -> StrategySFTTrainer:
@@ -88,7 +88,7 @@ def test_pass_at_n_gradient_is_weighted_ce(tiny_model, arith_rows, tmp_path):
     model, tokenizer = tiny_model
     rows = arith_rows["train"][:4]
     n = 8
-    trainer = _trainer(model, tokenizer, rows, PassAtN(n=n), tmp_path)
+    trainer = _trainer(model, tokenizer, rows, PassAtN(budget=n), tmp_path)
     batch = next(iter(trainer.get_train_dataloader()))
     got = _trainer_gradient(trainer, model, batch)
     # Reference: the same batch rows (the dataloader shuffles) with an independent log-prob.
@@ -101,7 +101,7 @@ def test_majority_gradient_is_weighted_ce(fitted_model, tmp_path):
     """The trainer's gradient equals mean_i w(p_i)·∇(−ℓ_i), w the majority weight (FORMULAS §2, 000 eq. 16)."""
     model, tokenizer, rows = fitted_model
     n, k = 8, 3
-    trainer = _trainer(model, tokenizer, rows, MajorityVote(n=n, k=k), tmp_path)
+    trainer = _trainer(model, tokenizer, rows, MajorityVote(budget=n, k=k), tmp_path)
     # 12 rows in batches of 4: take the batch with the widest spread of weights.
     batches = list(trainer.get_train_dataloader())
     p_of = {r["id"]: _completion_logp(model, tokenizer, r).exp().double() for r in rows}
@@ -118,9 +118,9 @@ def test_majority_gradient_is_weighted_ce(fitted_model, tmp_path):
 
 def test_majority_consensus_sets_the_threshold():
     # 000 App. I.4: ρ = 0.4 at N = 64 needs 26 votes; ρ = 0.1 at N = 30 needs 3 (not 4).
-    assert MajorityVote(n=64, consensus=0.4).threshold == 26
-    assert MajorityVote(n=30, consensus=0.1).threshold == 3
-    assert MajorityVote(n=30, k=7).threshold == 7
+    assert MajorityVote(budget=64, consensus=0.4).threshold == 26
+    assert MajorityVote(budget=30, consensus=0.1).threshold == 3
+    assert MajorityVote(budget=30, k=7).threshold == 7
 
 
 def _hand_hybrid(model, batch, generator: torch.Generator, num_rivals: int, mix: float) -> torch.Tensor:
@@ -181,7 +181,7 @@ def test_dco_refill_replaces_low_weight_examples(fitted_model, tmp_path, passing
     eps = (ranked[passing - 1] + ranked[passing]) / 2
     assert ranked[passing - 1] - ranked[passing] > 1e-3
 
-    trainer = _trainer(model, tokenizer, rows, PassAtN(n=n, refill_eps=eps, refill_factor=2.0), tmp_path)
+    trainer = _trainer(model, tokenizer, rows, PassAtN(budget=n, refill_eps=eps, refill_factor=2.0), tmp_path)
     candidates = next(iter(trainer.get_train_dataloader()))
     assert len(candidates["input_ids"]) == 12, "(1 + refill_factor)·batch_size candidates per step"
     order = _rows_of(candidates, tokenizer, rows)
@@ -203,10 +203,10 @@ def test_dco_refill_replaces_low_weight_examples(fitted_model, tmp_path, passing
 
 def test_refill_candidates_per_step():
     """B + ⌈factor·B⌉, with the factor read as a decimal (0.7·10 is 7, not 7.000000000000001)."""
-    assert PassAtN(n=4).candidates_per_step(10) == 10  # refill off
-    assert PassAtN(n=4, refill_eps=0.01).candidates_per_step(10) == 20
-    assert PassAtN(n=4, refill_eps=0.01, refill_factor=0.7).candidates_per_step(10) == 17
-    assert PassAtN(n=4, refill_eps=0.01, refill_factor=0.25).candidates_per_step(10) == 13
+    assert PassAtN(budget=4).candidates_per_step(10) == 10  # refill off
+    assert PassAtN(budget=4, refill_eps=0.01).candidates_per_step(10) == 20
+    assert PassAtN(budget=4, refill_eps=0.01, refill_factor=0.7).candidates_per_step(10) == 17
+    assert PassAtN(budget=4, refill_eps=0.01, refill_factor=0.25).candidates_per_step(10) == 13
 
 
 class _LogRecorder(TrainerCallback):
@@ -220,9 +220,9 @@ class _LogRecorder(TrainerCallback):
 @pytest.mark.parametrize(
     ("objective", "logged"),
     [
-        (MajorityVote(n=4, consensus=0.5), "strategy_weight"),
+        (MajorityVote(budget=4, consensus=0.5), "strategy_weight"),
         (ContrastiveMargin(), "token_ce"),
-        (PassAtN(n=4, refill_eps=0.5, refill_factor=0.5), "refilled_fraction"),
+        (PassAtN(budget=4, refill_eps=0.5, refill_factor=0.5), "refilled_fraction"),
     ],
     ids=["majority", "contrastive", "pass_at_n-refill"],
 )
@@ -254,7 +254,7 @@ class _Crash(TrainerCallback):
 
 @pytest.mark.parametrize(
     "objective",
-    [PassAtN(n=4), ContrastiveMargin(), PassAtN(n=4, refill_eps=0.5)],
+    [PassAtN(budget=4), ContrastiveMargin(), PassAtN(budget=4, refill_eps=0.5)],
     ids=["pass_at_n", "contrastive", "pass_at_n-refill"],
 )
 def test_interrupted_training_resumes_to_the_same_weights(tiny_model, arith_rows, tmp_path, objective):
@@ -290,15 +290,15 @@ def test_a_corrupt_checkpoint_is_skipped_for_the_newest_valid_one(tiny_model, ar
     model, tokenizer = tiny_model
     rows, optim = arith_rows["train"], _optim(6)
     reference = copy.deepcopy(model)
-    train_sft(reference, tokenizer, rows, optim, tmp_path / "ref", objective=PassAtN(n=4), max_length=128, seed=0)
+    train_sft(reference, tokenizer, rows, optim, tmp_path / "ref", objective=PassAtN(budget=4), max_length=128, seed=0)
     with pytest.raises(KeyboardInterrupt):
-        train_sft(copy.deepcopy(model), tokenizer, rows, optim, tmp_path / "run", objective=PassAtN(n=4),
+        train_sft(copy.deepcopy(model), tokenizer, rows, optim, tmp_path / "run", objective=PassAtN(budget=4),
                   max_length=128, seed=0, callbacks=[_Crash(at_step=5)])
     weights = tmp_path / "run" / "checkpoint-4" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
     resumed = copy.deepcopy(model)
     with caplog.at_level("WARNING"):
-        metrics = train_sft(resumed, tokenizer, rows, optim, tmp_path / "run", objective=PassAtN(n=4),
+        metrics = train_sft(resumed, tokenizer, rows, optim, tmp_path / "run", objective=PassAtN(budget=4),
                             max_length=128, seed=0)
     assert metrics["resumed_from_step"] == 2
     assert "checkpoint-4" in caplog.text and "truncated" in caplog.text
@@ -358,7 +358,7 @@ def test_a_checkpoint_write_cut_short_leaves_no_checkpoint_and_the_rerun_resumes
     """Killed while checkpoint-4 is written (weights in, optimizer not): no checkpoint-4 folder exists."""
     model, tokenizer = tiny_model
     rows, optim = arith_rows["train"], _optim(6)
-    run = dict(objective=PassAtN(n=4), max_length=128, seed=0)
+    run = dict(objective=PassAtN(budget=4), max_length=128, seed=0)
     reference = copy.deepcopy(model)
     train_sft(reference, tokenizer, rows, optim, tmp_path / "ref", **run)
 
@@ -405,7 +405,7 @@ def test_a_subclass_file_written_after_super_is_part_of_the_atomic_checkpoint(ti
     args = _sft_config(_optim(2), tmp_path, max_length=128, seed=0, completion_only=True, eval_steps=None)
     data = Dataset.from_dict({c: [r[c] for r in arith_rows["train"][:8]] for c in ("prompt", "completion")})
     trainer = _SavesLikeTheRLTrainer(model=model, args=args, train_dataset=data, processing_class=tokenizer,
-                                     objective=PassAtN(n=4))
+                                     objective=PassAtN(budget=4))
     trainer.fail = fail
     if fail:
         with pytest.raises(OSError, match="disk full"):

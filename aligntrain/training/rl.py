@@ -56,7 +56,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from aligntrain.advantages import MajorityThresholdState, RewardHistory, compute_advantages
 from aligntrain.config import RLConfig
-from aligntrain.training.schedule import finish_run, last_checkpoint, run_metrics, schedule_arguments
+from aligntrain.training.schedule import AtomicCheckpoints, finish_run, last_checkpoint, run_metrics, schedule_arguments
 
 logger = logging.getLogger(__name__)
 
@@ -188,7 +188,7 @@ def rule_input_rewards(rewards: Tensor, unscorable: Tensor, binary: bool) -> Ten
 # --------------------------------------------------------------------------- the trainer
 
 
-class StrategyGRPOTrainer(GRPOTrainer):
+class StrategyGRPOTrainer(AtomicCheckpoints, GRPOTrainer):
     """``GRPOTrainer`` whose advantages come from the rule of an :class:`~aligntrain.config.RLConfig`.
 
     ``config`` is the one configuration of the run: TRL's ``GRPOConfig`` is made

@@ -34,7 +34,7 @@ def schedule_arguments(optim: OptimConfig, checkpoint_dir: str | Path, *, seed: 
         activation_checkpointing=optim.activation_checkpointing,
         learning_rate=optim.learning_rate,
         lr_scheduler_type="linear",
-        warmup_steps=optim.warmup_ratio,  # a float < 1 is a fraction of max_steps
+        warmup_steps=optim.lr_warmup_ratio,  # a float < 1 is a fraction of max_steps
         weight_decay=optim.weight_decay,
         logging_steps=optim.log_every,
         save_strategy="steps",
