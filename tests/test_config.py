@@ -309,7 +309,7 @@ def test_levels_follow_the_named_problem():
     hydro = yaml.safe_load((ROOT / "profiles" / "hydro.yaml").read_text())
     hydro["problem"]["levels"] = [3]  # an arith level
     _assert_refused(hydro, "problem.levels", f"problem 'hydro' has levels {list(get_problem('hydro').levels)}")
-    _assert_refused(_broken(lambda r: r["problem"].update(name="nope")), "problem.name", "must be one of")
+    _assert_refused(_broken(lambda r: r["problem"].update(name="nope")), "problem.name", "unknown problem")
 
 
 def test_yaml_syntax_error_is_one_line_naming_file_line_and_column(tmp_path):

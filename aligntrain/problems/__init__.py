@@ -4,16 +4,19 @@ A problem generates its data rows, a pretraining corpus for the tiny base model,
 and scores completions. Rows are plain dicts (they go straight into parquet and
 Hugging Face ``datasets``); every problem's rows have at least ``id`` (stable
 str), ``prompt`` (the text generation continues) and ``completion`` (the gold
-completion, for SFT). Add a problem by implementing ``Problem`` and adding one
-entry to ``PROBLEMS``.
+completion, for SFT). A problem is an entry of the one registry pattern
+(:mod:`aligntrain.options`): an ``Options`` class implementing ``Problem``, its
+typed options as fields (none yet: ``problem:`` in params.yaml holds what every
+problem shares), registered in ``PROBLEMS`` below.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from aligntrain.options import Registry
 from aligntrain.problems.arith import ArithProblem
 from aligntrain.problems.hydro import HydroProblem
 
@@ -81,15 +84,11 @@ class Problem(Protocol):
         ...
 
 
-PROBLEMS: dict[str, Callable[[], Problem]] = {
-    "arith": ArithProblem,
-    "hydro": HydroProblem,
-}
-"""Problem name -> factory of the problem object."""
+PROBLEMS: Registry = Registry("problem")
+PROBLEMS.register(ArithProblem)
+PROBLEMS.register(HydroProblem)
 
 
 def get_problem(name: str) -> Problem:
-    """The problem registered as ``name``; ValueError listing the known ones otherwise."""
-    if name not in PROBLEMS:
-        raise ValueError(f"name must be one of {sorted(PROBLEMS)}, got {name!r}")
-    return PROBLEMS[name]()
+    """The problem registered as ``name`` (with its default options); ValueError listing the known ones."""
+    return PROBLEMS.parse(name)

@@ -65,10 +65,11 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 
 from aligntrain import verify
+from aligntrain.options import Options
 from aligntrain.problems import rows
 from aligntrain.validation import check_choices, check_int, check_probability
 from aligntrain.verify import ANSWER_MARKER
@@ -325,14 +326,13 @@ def load_rows(path: str | os.PathLike[str]) -> list[ArithRow]:
 # Problem object (what aligntrain.problems.get_problem("arith") returns)
 
 
-@dataclass(frozen=True)
-class ArithProblem(rows.RowStore):
-    """The arith problem behind the ``aligntrain.problems.Problem`` protocol."""
+class ArithProblem(rows.RowStore, Options):
+    """Verifiable arithmetic in five levels: exact answers, rewards 0/1 (pass@k, majority vote)."""
 
-    name: str = NAME
-    binary_rewards: bool = True
-    levels: tuple[int, ...] = LEVELS
-    stop_text: str = STOP_TEXT
+    name: ClassVar[str] = NAME
+    binary_rewards: ClassVar[bool] = True
+    levels: ClassVar[tuple[int, ...]] = LEVELS
+    stop_text: ClassVar[str] = STOP_TEXT
 
     def generate_splits(
         self, sizes: Mapping[str, int], levels: Sequence[int], seed: int

@@ -93,9 +93,10 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, ClassVar
 
 
+from aligntrain.options import Options
 from aligntrain.problems import rows
 from aligntrain.validation import check_choices, check_int, check_probability
 
@@ -417,14 +418,13 @@ class HydroGrade:
     reward: float
 
 
-@dataclass(frozen=True)
-class HydroProblem(rows.RowStore):
-    """The hydro problem behind the ``aligntrain.problems.Problem`` protocol."""
+class HydroProblem(rows.RowStore, Options):
+    """CAT's protein-style task: amino-acid sequences scored by hydrophobicity, continuous rewards (best-of-N)."""
 
-    name: str = NAME
-    binary_rewards: bool = False
-    levels: tuple[int, ...] = LEVELS
-    stop_text: str = STOP_TEXT
+    name: ClassVar[str] = NAME
+    binary_rewards: ClassVar[bool] = False
+    levels: ClassVar[tuple[int, ...]] = LEVELS
+    stop_text: ClassVar[str] = STOP_TEXT
 
     def generate_splits(
         self, sizes: Mapping[str, int], levels: Sequence[int], seed: int
