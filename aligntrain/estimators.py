@@ -1,14 +1,14 @@
-"""Evaluation estimators on a pool of M completions per prompt (FORMULAS §1).
+"""Evaluation estimators on a pool of M completions per prompt (docs/math.md §1).
 
 Every estimator here is *exact* for sampling k of the pool's M completions without
-replacement; nothing is Monte Carlo except ``maj_at_k_monte_carlo``, the seeds'
-500-draw estimate (000 App. I.3), kept for comparison and benchmarks.
+replacement; nothing is Monte Carlo except ``maj_at_k_monte_carlo``, the papers'
+500-draw estimate (CAT App. I.3), kept for comparison and benchmarks.
 
 - pass@k: unbiased estimator of Chen et al. (2021), in log space.
 - maj@k: exact plurality-vote success probability by a DP over answer classes.
-- max@k (bo@k): exact expected best of k, plus TEA's grouped protocol (004 App. B.2).
-- Uncertainty over prompts: mean ± standard error (000), paired prompt bootstrap and
-  win/tie/loss counts (004 App. B.2).
+- max@k (bo@k): exact expected best of k, plus TEA's grouped protocol (TEA App. B.2).
+- Uncertainty over prompts: mean ± standard error (CAT), paired prompt bootstrap and
+  win/tie/loss counts (TEA App. B.2).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def _paired_vectors(a: ArrayLike, b: ArrayLike) -> tuple[np.ndarray, np.ndarray]
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k for c correct of n samples: 1 − C(n−c, k)/C(n, k) (FORMULAS §1).
+    """Unbiased pass@k for c correct of n samples: 1 − C(n−c, k)/C(n, k) (docs/math.md §1).
 
     See ``pass_at_k_curve`` for the numerics; this is its one-prompt, one-k case.
     """
@@ -91,7 +91,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 def pass_at_k_curve(n: int, c: ArrayLike, ks: Sequence[int]) -> np.ndarray:
     """pass@k for every prompt (rows, c correct of the same n) and every k (columns).
 
-    1 − C(n−c, k)/C(n, k) = 1 − Π_{i=n−c+1}^{n} (1 − k/i) (FORMULAS §1), evaluated as
+    1 − C(n−c, k)/C(n, k) = 1 − Π_{i=n−c+1}^{n} (1 − k/i) (docs/math.md §1), evaluated as
     −expm1(Σ log1p(−k/i)) so that tiny probabilities (n = 1000, c = 1, k = 1) keep
     full relative precision. The sums for all c come from one suffix cumsum per k.
     It is exactly 1 when n − c < k (every k-subset holds a correct sample).
@@ -169,7 +169,7 @@ def _times_polynomial(rows: np.ndarray, poly: np.ndarray) -> np.ndarray:
 
 
 def _contender_ways(contenders: Sequence[int], t: int, room: int, exact: bool) -> np.ndarray:
-    """D_t[τ, s] of FORMULAS §1 for the wrong classes that can reach t votes.
+    """D_t[τ, s] of docs/math.md §1 for the wrong classes that can reach t votes.
 
     Ways to draw s completions (s <= room) from the ``contenders`` (class sizes) so that
     every class gets at most t and exactly τ classes get t: the product over classes
@@ -202,7 +202,7 @@ def _maj_winning_subsets(
 ) -> np.ndarray:
     """Entry k (0..k_max): Σ over k-subsets of the pool of the correct class's vote share.
 
-    FORMULAS §1: Σ_{t>=1} C(n_c, t) Σ_{s,τ} D_t[s, τ] C(n_free, k−t−s) / (1+τ). For t
+    docs/math.md §1: Σ_{t>=1} C(n_c, t) Σ_{s,τ} D_t[s, τ] C(n_free, k−t−s) / (1+τ). For t
     correct votes, a wrong class with fewer than t completions, or any wrong class
     when t > k_max − t (no room for t more votes), cannot tie or beat the correct
     class: like the unparseable ones it only dilutes, so it joins the n_free
@@ -271,7 +271,7 @@ def _hashable(value: object) -> bool:
 
 def maj_at_k(answers: Sequence[Hashable | None], correct: Hashable, k: int) -> float:
     """Exact probability that a plurality vote of k completions drawn without
-    replacement from the pool picks the correct class (FORMULAS §1).
+    replacement from the pool picks the correct class (docs/math.md §1).
 
     ``answers[i]`` is completion i's canonical answer class, None when unparseable
     (drawn, never wins); ``correct`` is the gold class (classes compared with ==). A
@@ -284,7 +284,7 @@ def maj_at_k(answers: Sequence[Hashable | None], correct: Hashable, k: int) -> f
 def maj_at_k_curve(answers: Sequence[Hashable | None], correct: Hashable, ks: Sequence[int]) -> np.ndarray:
     """maj@k for every k in ``ks`` from one DP pass (rules as in ``maj_at_k``).
 
-    Method [choice, FORMULAS §1]: for each number t of correct votes, count the ways
+    Method [choice, docs/math.md §1]: for each number t of correct votes, count the ways
     the wrong classes can stay at or below t (D_t[s, τ], tracking ties τ) by a DP over
     the classes that can reach t, fold in the classes that cannot by one binomial, and
     weight ties by 1/(1+τ); divide by C(M, k). Pools up to ``MAJ_FLOAT64_POOL_LIMIT``
@@ -311,7 +311,7 @@ def maj_at_k_monte_carlo(
     draws: int = 500,
     rng: np.random.Generator | int | None = None,
 ) -> float:
-    """The seeds' Monte Carlo maj@k (000 App. I.3): mean over ``draws`` random
+    """The seeds' Monte Carlo maj@k (CAT App. I.3): mean over ``draws`` random
     k-subsets (without replacement) of whether the plurality answer is correct.
 
     Rules as in ``maj_at_k``. [choice] A tie scores its expected value 1/(1+τ)
@@ -354,7 +354,7 @@ def _max_at_k_weights(pool_size: int, k: int) -> np.ndarray:
 
 
 def max_at_k(rewards: ArrayLike, k: int) -> float:
-    """Exact expected maximum of k rewards drawn without replacement (FORMULAS §1):
+    """Exact expected maximum of k rewards drawn without replacement (docs/math.md §1):
     Σ_{i=k}^{M} C(i−1, k−1) r_(i) / C(M, k) over the ascending rewards r_(i)."""
     return float(max_at_k_curve(rewards, [k])[0])
 
@@ -367,7 +367,7 @@ def max_at_k_curve(rewards: ArrayLike, ks: Sequence[int]) -> np.ndarray:
 
 
 def grouped_max_at_k(rewards: ArrayLike, k: int) -> float:
-    """TEA's grouped bo@k (004 App. B.2): split the rewards, in sampling order, into
+    """TEA's grouped bo@k (TEA App. B.2): split the rewards, in sampling order, into
     M // k consecutive groups of k and average the group maxima.
 
     [choice] When k does not divide M, the trailing M mod k rewards are dropped so
@@ -408,7 +408,7 @@ class WinTieLoss:
 
 
 def mean_and_stderr(scores: ArrayLike) -> tuple[float, float]:
-    """Mean of per-prompt scores and its standard error std(ddof=1)/sqrt(P), as 000
+    """Mean of per-prompt scores and its standard error std(ddof=1)/sqrt(P), as CAT
     reports them; the standard error of a single prompt is 0."""
     values = check_finite_vector(scores, "scores")
     if values.size == 1:
@@ -423,7 +423,7 @@ def paired_bootstrap(
     confidence: float = 0.95,
     seed: int = 0,
 ) -> BootstrapResult:
-    """Paired prompt bootstrap (004 App. B.2) for mean(a − b), a and b being two
+    """Paired prompt bootstrap (TEA App. B.2) for mean(a − b), a and b being two
     models' per-prompt scores on the same prompts.
 
     Each resample draws P prompts with replacement (the same prompts for both
@@ -453,7 +453,7 @@ def paired_bootstrap(
 
 
 def win_tie_loss(a: ArrayLike, b: ArrayLike, tol: float = 1e-8) -> WinTieLoss:
-    """Per-prompt comparison of a with b (004 App. B.2): tie when |a − b| <= tol."""
+    """Per-prompt comparison of a with b (TEA App. B.2): tie when |a − b| <= tol."""
     a, b = _paired_vectors(a, b)
     check_real(tol, "tol", low=0, finite=True)
     differences = a - b

@@ -1,8 +1,8 @@
 """Strategy-aware objectives: SFT losses and their weights, CAT weights for RL.
 
-Spec: /work/shared/FORMULAS.md §2 (SFT objectives) and §3 "CAT for RL"; papers
-000 (CAT: eqs. 6, 14–16, App. A.6–A.7, B, C, H.2, I.4, J.3, K.2) and 001 (DCO:
-eqs. 3–4, §5.1, App. B).
+The mathematics: docs/math.md §2 (SFT objectives) and §3 "CAT for RL"; sources:
+CAT (eqs. 6, 14–16, App. A.6–A.7, B, C, H.2, I.4, J.3, K.2) and DCO (eqs. 3–4,
+§5.1, App. B).
 
 Conventions
 - ℓ = log π(y|x) is the *summed* sequence log-probability, shape (B,); p = e^ℓ,
@@ -68,7 +68,7 @@ LOGP_POSITIVE_TOLERANCE = 1e-6
 
 _LN2 = math.log(2.0)
 
-# 000 App. J.3 (eq. 96 and the clamp after it).
+# CAT App. J.3 (eq. 96 and the clamp after it).
 _SEQUENCE_LOGP_FLOOR = -50.0
 _SEQUENCE_P_MIN = 1e-10
 _SEQUENCE_P_MAX = 1.0 - 1e-10
@@ -198,7 +198,7 @@ def _log1mexp(x: Tensor) -> Tensor:
 
 
 def log1mexp(x: Tensor) -> Tensor:
-    """log(1 − eˣ) for x ≤ 0, accurate over the whole range (FORMULAS §2).
+    """log(1 − eˣ) for x ≤ 0, accurate over the whole range (docs/math.md §2).
 
     −inf at x = 0, 0 at x = −inf; differentiable for x < 0 (the derivative
     −1/expm1(−x) tends to −inf at 0). Computes in x's dtype.
@@ -228,14 +228,14 @@ def _log_binomials(n: int, like: Tensor) -> Tensor:
 
 
 # ---------------------------------------------------------------------------
-# Pass@N = DCO (FORMULAS §2; 000 eqs. 6, 14, App. H.2; 001 eqs. 3–4)
+# Pass@N = DCO (docs/math.md §2; CAT eqs. 6, 14, App. H.2; DCO eqs. 3–4)
 
 
 def pass_at_n_loss(logp: Tensor, n: int) -> Tensor:
     """Pass@N loss −log(1 − (1−p)^N) per sample; d loss/dℓ = −F(N, p).
 
     Computed as −log1mexp(N·log1mexp(ℓ)). Where N·p is below the machine epsilon
-    of the compute dtype (float64) the loss is −(log N + ℓ) (000 App. H.2), whose
+    of the compute dtype (float64) the loss is −(log N + ℓ) (CAT App. H.2), whose
     relative error there is (N−1)p/2 < eps: it stays finite with gradient −1 when
     p underflows (ℓ = −1e4). At ℓ = 0 the loss is 0 with gradient −F(N, 1)
     (−1 for N = 1, else 0). Each torch.where branch is evaluated on a safe input
@@ -275,7 +275,7 @@ def _pass_at_n_weight(log_q: Tensor, n: int) -> Tensor:
 
 
 def pass_at_n_weight(p: Tensor | float, n: int) -> Tensor:
-    """DCO's weight F(N, p) = N p (1−p)^{N−1} / (1 − (1−p)^N) (001 eq. 4, 000 eq. 14).
+    """DCO's weight F(N, p) = N p (1−p)^{N−1} / (1 − (1−p)^N) (DCO eq. 4, CAT eq. 14).
 
     F(N, 0) = 1, F(1, p) = 1, F decreases in p, F(N, 1) = 0 for N > 1. Stable
     from p = 0 to p = 1 (see ``_pass_at_n_weight``). Detached.
@@ -302,14 +302,14 @@ def pass_at_n_weight_from_logp(logp: Tensor | float, n: int) -> Tensor:
 
 
 # ---------------------------------------------------------------------------
-# Majority vote, fixed threshold (FORMULAS §2; 000 eqs. 7, 15–16, App. A.6, I.2, I.4)
+# Majority vote, fixed threshold (docs/math.md §2; CAT eqs. 7, 15–16, App. A.6, I.2, I.4)
 
 
 def consensus_threshold(n: int, fraction: float) -> int:
-    """Vote threshold k = ⌈ρ·N⌉ clamped to [1, N] for consensus fraction ρ (000 App. I.4).
+    """Vote threshold k = ⌈ρ·N⌉ clamped to [1, N] for consensus fraction ρ (CAT App. I.4).
 
     ρ is read as the decimal it prints as (0.1 is 1/10), so ⌈0.1·30⌉ = 3, not
-    the 4 that binary floating point gives. 000 I.4: ρ = 0.4, N = 64 → 26 votes.
+    the 4 that binary floating point gives. CAT App. I.4: ρ = 0.4, N = 64 → 26 votes.
     """
     n = check_int(n, "n", minimum=1)
     check_real(fraction, "fraction", low=0, high=1, low_open=True)
@@ -345,9 +345,9 @@ def _log_one_minus_lower_tail(logp: Tensor, log_q: Tensor, n: int, k: Tensor) ->
 
 
 def majority_loss(logp: Tensor, n: int, k: int) -> Tensor:
-    """Majority-vote loss −log B(p), B(p) = P[Binomial(N, p) ≥ k] (000 eq. 15); d loss/dℓ = −w(p).
+    """Majority-vote loss −log B(p), B(p) = P[Binomial(N, p) ≥ k] (CAT eq. 15); d loss/dℓ = −w(p).
 
-    Each side of p* = k/(N+1) sums the smaller tail [paper code, FORMULAS §2].
+    Each side of p* = k/(N+1) sums the smaller tail [paper code, docs/math.md §2].
     Below p*: log B = kℓ + log Σ_{j≥k} C(N,j)p^{j−k}q^{N−j} (finite for ℓ = −1e4,
     gradient → −k). From p* up: log B = log(1 − P[Bin < k]). At ℓ = 0 the loss
     is 0 with gradient −w(1) (−N for k = N, else 0). Each branch runs on a safe
@@ -389,9 +389,9 @@ def _majority_weight(logp: Tensor, log_q: Tensor, n: int, k: Tensor) -> Tensor:
 
 
 def majority_weight(p: Tensor | float, n: int, k: int | Tensor) -> Tensor:
-    """Majority SFT weight p·B′(p)/B(p) = k·C(N,k)·p^k(1−p)^{N−k}/B(p) (000 eq. 16).
+    """Majority SFT weight p·B′(p)/B(p) = k·C(N,k)·p^k(1−p)^{N−k}/B(p) (CAT eq. 16).
 
-    w(0) = k; w(1) = N if k = N else 0. (000's printed Table 1 drops the k and
+    w(0) = k; w(1) = N if k = N else 0. (CAT's printed Table 1 drops the k and
     the 1/B; eq. 16 keeps them, as here.) k may be per-row: see
     ``_check_threshold``. Detached.
     """
@@ -418,10 +418,10 @@ def majority_weight_from_logp(logp: Tensor | float, n: int, k: int | Tensor) -> 
 
 
 def dco_keep_mask(weights: Tensor, eps: float = 0.01) -> Tensor:
-    """DCO refill filter (001 §5.1, App. B): True where F ≥ eps, i.e. the example stays.
+    """DCO refill filter (DCO §5.1, App. B): True where F ≥ eps, i.e. the example stays.
 
     The trainer replaces the examples marked False with fresh ones so the batch
-    keeps its size; 001 App. B uses eps = 0.01.
+    keeps its size; DCO App. B uses eps = 0.01.
     """
     if not isinstance(weights, Tensor):
         raise ValueError("weights must be a tensor")
@@ -431,9 +431,9 @@ def dco_keep_mask(weights: Tensor, eps: float = 0.01) -> Tensor:
 
 
 def variance_inflation(weight: Tensor) -> Tensor:
-    """Variance inflation VI = w² of a strategy weight (000 App. A.6, eq. 18).
+    """Variance inflation VI = w² of a strategy weight (CAT App. A.6, eq. 18).
 
-    Pass@N: VI → 1 as p → 0; majority: VI → k² (000 eqs. 20, 22–23).
+    Pass@N: VI → 1 as p → 0; majority: VI → k² (CAT eqs. 20, 22–23).
     """
     if not isinstance(weight, Tensor):
         raise ValueError("weight must be a tensor")
@@ -442,7 +442,7 @@ def variance_inflation(weight: Tensor) -> Tensor:
 
 
 # ---------------------------------------------------------------------------
-# Contrastive margin (000 App. A.7.2–A.7.3)
+# Contrastive margin (CAT App. A.7.2–A.7.3)
 
 
 def _sample_rivals_at(
@@ -495,7 +495,7 @@ def contrastive_margin_loss(
     generator: torch.Generator | None = None,
     ignore_index: int = -100,
 ) -> Tensor:
-    """Pairwise contrastive margin loss per sequence (000 App. A.7.2–A.7.3, eq. 27).
+    """Pairwise contrastive margin loss per sequence (CAT App. A.7.2–A.7.3, eq. 27).
 
     For each gold token y_t, K rivals r_1..r_K are drawn from softmax(z_t) with
     y_t masked (``sample_rivals``; the draw is detached), and the token loss is
@@ -533,7 +533,7 @@ def contrastive_margin_loss(
 
 
 def contrastive_hybrid_loss(token_ce: Tensor, margin: Tensor, mix: float = 0.5) -> Tensor:
-    """Hybrid objective (1 − mix)·CE + mix·margin per sequence; 000 App. A.7.3 uses mix = 0.5.
+    """Hybrid objective (1 − mix)·CE + mix·margin per sequence; CAT App. A.7.3 uses mix = 0.5.
 
     token_ce is the per-sequence token-mean cross-entropy and margin the output
     of ``contrastive_margin_loss``, both of shape (B,).
@@ -545,14 +545,14 @@ def contrastive_hybrid_loss(token_ce: Tensor, margin: Tensor, mix: float = 0.5) 
 
 
 # ---------------------------------------------------------------------------
-# CAT for RL (FORMULAS §3; 000 App. B.2, B.7, C, J.3, K.2)
+# CAT for RL (docs/math.md §3; CAT App. B.2, B.7, C, J.3, K.2)
 #
 # Each weight w multiplies the GRPO-Z advantage, A_i = w_i · A_i^{GRPO-Z}
-# (000 App. C.1); the weights are detached and clipped at ``clip``.
+# (CAT App. C.1); the weights are detached and clipped at ``clip``.
 
 
 def empirical_success_probability(correct_counts: Tensor | int, group_size: int) -> Tensor:
-    """Laplace-smoothed group accuracy p = (c + 1)/(n + 2) (000 App. B.7.2, eq. 79).
+    """Laplace-smoothed group accuracy p = (c + 1)/(n + 2) (CAT App. B.7.2, eq. 79).
 
     One probability per prompt. Dtype: correct_counts' if floating, else the
     default dtype.
@@ -564,7 +564,7 @@ def empirical_success_probability(correct_counts: Tensor | int, group_size: int)
 
 
 def sequence_success_probability(logp: Tensor) -> Tensor:
-    """p = exp(clamp(ℓ, −50, 0)) clamped to [1e−10, 1 − 1e−10] (000 App. J.3, eq. 96). Detached.
+    """p = exp(clamp(ℓ, −50, 0)) clamped to [1e−10, 1 − 1e−10] (CAT App. J.3, eq. 96). Detached.
 
     The e^{−50} floor lies below 1e−10, so the second clamp decides; both are
     kept as printed. In float32 the ceiling 1 − 1e−10 rounds to 1.0, so p = 1
@@ -579,7 +579,7 @@ def sequence_success_probability(logp: Tensor) -> Tensor:
 
 
 def dynamic_majority_threshold(n: int, c_max: int | Tensor, group_size: int) -> int | Tensor:
-    """Vote threshold from the strongest wrong answer in a rollout group (000 eqs. 100–101, App. K.2).
+    """Vote threshold from the strongest wrong answer in a rollout group (CAT eqs. 100–101, App. K.2).
 
     k = max(2, min(⌊N/2⌋ + 1, ⌊N·c_max/n⌋ + 1)): one vote more than the
     projected rival count at budget N, capped at a strict majority. c_max is
@@ -606,11 +606,11 @@ def _power_weight(log_x: Tensor, n: int) -> Tensor:
 
 
 def cat_pass_at_n_rl_weight(p: Tensor, n: int, log_weighted: bool = False, clip: float = 50.0) -> Tensor:
-    """CAT Pass@N RL weight, clipped at ``clip`` (000 App. B.2.1 eq. 54, B.7.1 eq. 75, J.3 eq. 98).
+    """CAT Pass@N RL weight, clipped at ``clip`` (CAT App. B.2.1 eq. 54, B.7.1 eq. 75, J.3 eq. 98).
 
     Raw: w = N(1−p)^{N−1} = dP_N/dp. Log-weighted (normalised): w = F(N, p), the
     SFT weight, which trades the raw weight's N² variance for an attenuation
-    bias on hard prompts (000 App. B.7.1).
+    bias on hard prompts (CAT App. B.7.1).
     """
     n = check_int(n, "n", minimum=1)
     clip = check_real(clip, "clip", low=0, low_open=True)
@@ -625,7 +625,7 @@ def cat_pass_at_n_rl_weight(p: Tensor, n: int, log_weighted: bool = False, clip:
 def cat_majority_rl_weight(
     p: Tensor, n: int, k: int | Tensor, log_weighted: bool = False, clip: float = 50.0
 ) -> Tensor:
-    """CAT majority-vote RL weight, clipped at ``clip`` (000 App. B.2.2, B.6.3 eq. 70).
+    """CAT majority-vote RL weight, clipped at ``clip`` (CAT App. B.2.2, B.6.3 eq. 70).
 
     Raw: w = B′(p) = N·C(N−1, k−1)·p^{k−1}(1−p)^{N−k}, in log space. Log-weighted:
     the SFT weight ``majority_weight``. k may be per-row (a dynamic threshold per
@@ -647,7 +647,7 @@ def cat_majority_rl_weight(
 
 
 def cat_best_of_n_rl_weight(q: Tensor, n: int, clip: float = 50.0) -> Tensor:
-    """CAT Best-of-N RL weight w = N·q^{N−1}, clipped at ``clip`` (000 App. B.2.3 eq. 57–58).
+    """CAT Best-of-N RL weight w = N·q^{N−1}, clipped at ``clip`` (CAT App. B.2.3 eq. 57–58).
 
     q is the estimated probability that another sample scores strictly lower
     (in-batch rank, eq. 108, or a reward history, eqs. 80, 105).

@@ -2,7 +2,7 @@
 
 Each entry is a pydantic model of the objective's options; the model knows how
 to turn what the SFT trainer computed for a batch (a :class:`ScoredBatch`) into
-per-sample losses, and which inputs it needs (FORMULAS §2). Adding an objective
+per-sample losses, and which inputs it needs (docs/math.md §2). Adding an objective
 = adding a class here with ``@register_objective``; no stage, flow or config
 code changes.
 
@@ -123,7 +123,7 @@ class NoTraining(ObjectiveOptions):
 
 @register_objective
 class CrossEntropy(ObjectiveOptions):
-    """Continued token-mean cross-entropy: TRL's own SFT loss, weight 1 (FORMULAS §2)."""
+    """Continued token-mean cross-entropy: TRL's own SFT loss, weight 1 (docs/math.md §2)."""
 
     name = "ce"
     kind = "sft"
@@ -132,9 +132,9 @@ class CrossEntropy(ObjectiveOptions):
 
 @register_objective
 class PassAtN(ObjectiveOptions):
-    """Pass@N / DCO: loss −log(1 − (1−p)^N), weight F(N, p) (FORMULAS §2; CAT eq. 6, DCO eq. 3).
+    """Pass@N / DCO: loss −log(1 − (1−p)^N), weight F(N, p) (docs/math.md §2; CAT eq. 6, DCO eq. 3).
 
-    DCO refill (001 §5.1, App. B; ``refill_eps`` > 0): an example whose
+    DCO refill (DCO §5.1, App. B; ``refill_eps`` > 0): an example whose
     F(N, p) < ε is replaced by a fresh one, so the batch keeps its size.
     [choice] The trainer draws B + ⌈refill_factor·B⌉ candidates per step from
     the shuffled training stream, scores them in one no-grad forward, and
@@ -151,7 +151,7 @@ class PassAtN(ObjectiveOptions):
     kind = "sft"
     budget: StrictInt = Field(16, ge=1, description="Test-time budget N (attempts of pass@N) the model is trained for.")
     refill_eps: Real = Field(
-        0.0, ge=0, le=1, description="DCO refill threshold ε on F(N, p) (001 App. B: 0.01); 0: no refill."
+        0.0, ge=0, le=1, description="DCO refill threshold ε on F(N, p) (DCO App. B: 0.01); 0: no refill."
     )
     refill_factor: Real = Field(
         1.0, gt=0, description="Extra candidates drawn per step for the refill, as a multiple of the batch size."
@@ -202,10 +202,10 @@ class PassAtN(ObjectiveOptions):
 
 @register_objective
 class MajorityVote(ObjectiveOptions):
-    """CAT majority-vote SFT: loss −log P[Binomial(N, p) ≥ k] (FORMULAS §2; 000 eqs. 7, 15–16).
+    """CAT majority-vote SFT: loss −log P[Binomial(N, p) ≥ k] (docs/math.md §2; CAT eqs. 7, 15–16).
 
     Weight p·B′(p)/B(p) = k·C(N,k)·p^k(1−p)^{N−k}/B(p); w(0) = k. The threshold
-    is either ``k`` or ``consensus`` ρ with k = ⌈ρN⌉ (000 App. I.4), exactly one.
+    is either ``k`` or ``consensus`` ρ with k = ⌈ρN⌉ (CAT App. I.4), exactly one.
     """
 
     name = "majority"
@@ -260,7 +260,7 @@ class MajorityVote(ObjectiveOptions):
 
 @register_objective
 class ContrastiveMargin(ObjectiveOptions):
-    """Hybrid mix·margin + (1 − mix)·CE per sequence (000 App. A.7.2–A.7.3; FORMULAS §2).
+    """Hybrid mix·margin + (1 − mix)·CE per sequence (CAT App. A.7.2–A.7.3; docs/math.md §2).
 
     The margin term draws ``num_rivals`` rival tokens per gold token from the
     softmax with the gold token masked (``objectives.contrastive_margin_loss``),
@@ -272,8 +272,8 @@ class ContrastiveMargin(ObjectiveOptions):
     name = "contrastive"
     kind = "sft"
     needs_logits = True
-    num_rivals: StrictInt = Field(4, ge=1, description="Rivals K sampled per gold token (000's code: 4).")
-    mix: Real = Field(0.5, ge=0, le=1, description="Weight of the margin term; 1 − mix goes to CE (000: 0.5).")
+    num_rivals: StrictInt = Field(4, ge=1, description="Rivals K sampled per gold token (CAT's code: 4).")
+    mix: Real = Field(0.5, ge=0, le=1, description="Weight of the margin term; 1 − mix goes to CE (CAT: 0.5).")
 
     def sample_loss(self, batch: ScoredBatch) -> Tensor:
         from aligntrain.losses import contrastive_hybrid_loss, contrastive_margin_loss

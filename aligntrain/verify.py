@@ -4,7 +4,7 @@ A completion states its final answer after the last ``ANSWER_MARKER`` ("####"),
 up to the end of that line. ``canonical_answer`` maps an answer text to its
 *answer class*, a string that equal values share ("17", "17.0", "34/2",
 "\\boxed{17}" and "$17$" share "17"). Answer classes are what majority vote
-groups by (FORMULAS §1, maj@k: class ``None`` = unparseable, drawn but never a
+groups by (docs/math.md §1, maj@k: class ``None`` = unparseable, drawn but never a
 winner) and what correctness compares (the class of the gold answer).
 
 Class format: for a rational value, ``str`` of the exact rational, which is the

@@ -10,7 +10,7 @@ Run: .venv/bin/python benchmarks/bench_diagnostics.py   (prints a table, writes 
     depend on them), M completions of 20–40 tokens behind a 20-token prompt.
 (b) Diagonal efficiency of majority vote on a pool of 200 prompts × 64 answers
     (``pool_efficiencies``, budgets 4, 8, 16, 32): the exact dynamic programme
-    against paper 000's Monte Carlo (5000 draws per sensitivity, seed 42), with the
+    against CAT's Monte Carlo (5000 draws per sensitivity, seed 42), with the
     largest difference between the two.
 Times are medians of CPU time (time.thread_time) over repeats, one torch thread.
 """

@@ -1,4 +1,4 @@
-"""Benchmark: exact maj@k (aligntrain.estimators) against the seeds' 500-draw Monte Carlo.
+"""Benchmark: exact maj@k (aligntrain.estimators) against the papers' 500-draw Monte Carlo.
 
 Run: .venv/bin/python benchmarks/bench_estimators.py   (prints a table, writes nothing)
 
@@ -6,10 +6,10 @@ Pools of 128 completions per prompt, answer classes drawn from four distribution
 (a confident model, a contested vote, a long tail of distinct wrong answers, a hard
 prompt with almost no correct completions; some completions unparseable).
   (a) exact maj@k curve for k in {1, 2, 4, ..., 64}, one pass per pool,
-  (b) the seeds' method (000 App. I.3): a 500-draw Monte Carlo estimate per k,
+  (b) the papers' method (CAT App. I.3): a 500-draw Monte Carlo estimate per k,
   (c) one exact maj_at_k call against one 500-draw estimate at the same k,
   (d) equal precision: Monte Carlo draws for a standard error of 0.001 per prompt
-      and k, from the Bernoulli variance p(1−p) of the seeds' per-draw outcome (they
+      and k, from the Bernoulli variance p(1−p) of the papers' per-draw outcome (they
       take one mode: a 0/1 outcome with mean p = exact maj@k), times the measured
       cost per draw, against the exact curve.
 Times are medians over repeats, then over pools, of wall time (time.perf_counter) and
@@ -194,7 +194,7 @@ def main() -> None:
         f"-> {mc_total / exact_total:,.0f}x; and the exact value has no sampling error."
     )
     print(
-        f"For scale: the seeds' {MC_DRAWS}-draw estimate has a standard error up to "
+        f"For scale: the papers' {MC_DRAWS}-draw estimate has a standard error up to "
         f"{math.sqrt(0.25 / MC_DRAWS):.4f} per prompt and k (at p = 0.5)."
     )
 

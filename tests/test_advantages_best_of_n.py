@@ -1,4 +1,4 @@
-"""BoN-max mean/second and Chow BoN-RL against hand-computed values (FORMULAS §3, 004 App. B.1)."""
+"""BoN-max mean/second and Chow BoN-RL against hand-computed values (docs/math.md §3, TEA App. B.1)."""
 
 from __future__ import annotations
 

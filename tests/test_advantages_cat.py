@@ -1,4 +1,4 @@
-"""CAT rules (000 App. B, C, J–M; FORMULAS §3) against hand-computed weights on tiny groups.
+"""CAT rules (CAT App. B, C, J–M; docs/math.md §3) against hand-computed weights on tiny groups.
 
 Every expected weight below is worked out by hand as an exact fraction; the
 GRPO-Z advantage it multiplies is recomputed here with the ``statistics`` module.
@@ -47,7 +47,7 @@ def test_best_of_n_in_batch_quantile_weights_multiply_grpo_z():
 
 
 def test_best_of_n_batch_normalisation_is_over_the_whole_batch():
-    """w ← w / mean_batch(w) (000 eq. 81): batch mean (75 + 57)/200 = 0.66, not per prompt."""
+    """w ← w / mean_batch(w) (CAT eq. 81): batch mean (75 + 57)/200 = 0.66, not per prompt."""
     got = compute_advantages("cat_best_of_n", t64(IN_BATCH_REWARDS), budget=3)  # normalised by default
     normalised = weights(IN_BATCH_WEIGHTS) / 0.66
     torch.testing.assert_close(got, normalised * grpo_z(IN_BATCH_REWARDS))
@@ -91,7 +91,7 @@ def test_history_quantile_is_clamped():
 
 
 def test_time_weighted_quantile_weighs_items_by_decay_to_the_age():
-    """γ = 1/2 at step 3: items at steps 0, 1, 2 weigh 1/8, 1/4, 1/2 (000 eq. 80)."""
+    """γ = 1/2 at step 3: items at steps 0, 1, 2 weigh 1/8, 1/4, 1/2 (CAT eq. 80)."""
     history = RewardHistory(decay=0.5)
     for step, value in enumerate([0.0, 1.0, 2.0]):
         history.append(torch.tensor([value]), step=step)
@@ -148,7 +148,7 @@ def test_pass_at_n_log_weighted_empirical_p_is_the_sft_weight():
 
 
 def test_pass_at_n_raw_weight_with_sequence_probability():
-    """p = exp(clamp(ℓ, −50, 0)) clamped to [1e−10, 1 − 1e−10] (000 App. J.3); w = N(1−p)^{N−1}."""
+    """p = exp(clamp(ℓ, −50, 0)) clamped to [1e−10, 1 − 1e−10] (CAT App. J.3); w = N(1−p)^{N−1}."""
     rewards = [[1.0, 0.0, 1.0, 0.0]]
     logps = torch.log(t64([[0.2, 0.5, 0.9, 1e-30]]))
     got = compute_advantages(
@@ -174,7 +174,7 @@ def test_all_wrong_penalty():
     penalised = compute_advantages("cat_pass_at_n", rewards, budget=4, all_wrong_penalty=0.5)
     torch.testing.assert_close(penalised[0], t64([-0.5, -0.5, -0.5]))
     torch.testing.assert_close(penalised[1:], default[1:])  # other groups untouched
-    majority = compute_advantages("cat_majority", rewards, budget=4, k=2)  # 000 eq. 103: on by default
+    majority = compute_advantages("cat_majority", rewards, budget=4, k=2)  # CAT eq. 103: on by default
     torch.testing.assert_close(majority[0], t64([-0.5, -0.5, -0.5]))
     assert (majority[2] == 0).all()
 

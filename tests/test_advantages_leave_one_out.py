@@ -1,4 +1,4 @@
-"""PKPO and Tang leave-one-out rules against brute-force subset formulas (FORMULAS §3)."""
+"""PKPO and Tang leave-one-out rules against brute-force subset formulas (docs/math.md §3)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def brute_force_pkpo(rewards: list, k: int) -> list[Fraction]:
 
 
 def formulas_closed_form_pkpo(rewards: list[int], k: int) -> list[Fraction]:
-    """FORMULAS §3's other closed form, exact: A_i = n·s_i − k·ρ̂_{k−1}(r_{−i}).
+    """docs/math.md §3's other closed form, exact: A_i = n·s_i − k·ρ̂_{k−1}(r_{−i}).
 
     s_(i) = [1{i≥k} C(i−1,k−1) r_(i) + Σ_{j>i} C(j−2,k−2) r_(j)]/C(n,k) and ρ̂ the
     max@(k−1) estimator of the other n−1 rewards, Σ_m C(m−1,k−2) r'_(m)/C(n−1,k−1).
@@ -84,7 +84,7 @@ def test_pkpo_matches_brute_force_subsets_continuous(rewards, data):
 
 @pytest.mark.parametrize(("n", "k"), [(40, 2), (40, 20), (40, 39), (60, 30)])
 def test_pkpo_large_groups_match_exact_rational_closed_form(n, k):
-    """Where subsets are too many to enumerate, compare with FORMULAS' n·s_i − k·ρ̂ in exact arithmetic."""
+    """Where subsets are too many to enumerate, compare with docs/math.md's n·s_i − k·ρ̂ in exact arithmetic."""
     generator = torch.Generator().manual_seed(n + k)
     rewards = torch.randint(-20, 21, (n,), generator=generator).tolist()
     expected = [float(a) for a in formulas_closed_form_pkpo(rewards, k)]
@@ -115,7 +115,7 @@ def test_pkpo_with_k_1_is_rloo():
 @settings(max_examples=40, deadline=None)
 @given(rewards=st.lists(st.integers(-3, 3), min_size=2, max_size=7))
 def test_tang_pass_at_k_matches_its_definition(rewards):
-    """A_i = n·(max(r) − max(r_{−i})); the biased variant subtracts the mean (002 eqs. 2–3)."""
+    """A_i = n·(max(r) − max(r_{−i})); the biased variant subtracts the mean (Tang et al. eqs. 2–3)."""
     n = len(rewards)
     expected = [n * (max(rewards) - max(rewards[:i] + rewards[i + 1 :])) for i in range(n)]
     floats = [float(r) for r in rewards]

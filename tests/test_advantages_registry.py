@@ -100,7 +100,7 @@ def test_equal_rewards_give_zero_advantages(rule):
 @pytest.mark.parametrize("rule", sorted(BINARY_RULES))
 def test_all_wrong_groups_are_zero_except_the_majority_silence_penalty(rule):
     advantages = run(rule, torch.zeros(G, N))
-    expected = -0.5 if rule == "cat_majority" else 0.0  # 000 eq. 103, on by default for majority
+    expected = -0.5 if rule == "cat_majority" else 0.0  # CAT eq. 103, on by default for majority
     assert (advantages == expected).all()
 
 

@@ -1,6 +1,6 @@
-"""TEA and Prefix-TEA: constants, hand-computed scores, and bias on Gaussian rewards (FORMULAS §3).
+"""TEA and Prefix-TEA: constants, hand-computed scores, and bias on Gaussian rewards (docs/math.md §3).
 
-Monte Carlo setting (004 App. E): one prompt with reward R ~ N(μ, σ²) at μ = 0,
+Monte Carlo setting (TEA App. E): one prompt with reward R ~ N(μ, σ²) at μ = 0,
 σ = 1, parameters θ = (μ, log σ), score S(r) = (r, r² − 1). The best-of-N surrogate
 is μ + σ e_N, so the target of (1/α)·E[(1/n) Σ A_i S_i] is (1, e_N).
 """
@@ -74,14 +74,14 @@ def test_expected_max_matches_high_precision_quadrature(n):
 
 
 def test_raw_tail_score_is_exactly_the_surrogate_gradient_at_the_population_tail():
-    """(1/α) E[g S] = ∇(μ + σ e_N) = (1, e_N): checks κ, λ and g together (004 Lemma 2)."""
+    """(1/α) E[g S] = ∇(μ + σ e_N) = (1, e_N): checks κ, λ and g together (TEA Lemma 2)."""
     d_mu, d_log_sigma = population_tail_gradient(ALPHA, N_TARGET, positive_part=False)
     assert (d_mu, d_log_sigma) == pytest.approx((1.0, mp_expected_max(N_TARGET)), abs=1e-9)
     assert tail_constants(ALPHA, N_TARGET).kappa == pytest.approx(2.6923984652, abs=1e-8)
 
 
 def test_positive_part_has_the_documented_population_bias():
-    """FORMULAS §3: the population limit of (1/α)E[g⁺ S] is (1.241, 2.627), not (1, 2.595)."""
+    """docs/math.md §3: the population limit of (1/α)E[g⁺ S] is (1.241, 2.627), not (1, 2.595)."""
     assert population_tail_gradient(ALPHA, N_TARGET, positive_part=True) == pytest.approx((1.2413, 2.6267), abs=1e-4)
 
 
@@ -128,7 +128,7 @@ def test_prefix_cancellation_weights():
 
 
 def test_prefix_tea_combines_prefix_scores_with_weights_and_scaling():
-    """A = Σ_ℓ w_ℓ (n/n_ℓ) g⁺⁽ℓ⁾ on the first n_ℓ rollouts, then centred (004 eq. 18)."""
+    """A = Σ_ℓ w_ℓ (n/n_ℓ) g⁺⁽ℓ⁾ on the first n_ℓ rollouts, then centred (TEA eq. 18)."""
     rewards = torch.randn(5, 16, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
     first_half = compute_advantages("tea", rewards[:, :8], center=False)
     full = compute_advantages("tea", rewards, center=False)
@@ -176,7 +176,7 @@ def test_raw_tea_converges_to_the_surrogate_gradient():
 
 
 def test_raw_prefix_tea_has_lower_bias_than_raw_tea_at_n_64():
-    """Relative bias ‖E − ∇‖/‖∇‖: about 18% for TEA, 5–7% for Prefix-TEA (32, 64) (FORMULAS §3)."""
+    """Relative bias ‖E − ∇‖/‖∇‖: about 18% for TEA, 5–7% for Prefix-TEA (32, 64) (docs/math.md §3)."""
     tea_mean, _ = monte_carlo("tea", 64, GROUPS[64], **RAW)
     prefix_mean, _ = monte_carlo("prefix_tea", 64, GROUPS[64], prefixes=(32, 64), **RAW)
     tea_bias = ((tea_mean - truth()).norm() / truth().norm()).item()

@@ -1,4 +1,4 @@
-"""Unbiasedness of the leave-one-out rules by exact enumeration (FORMULAS §3 scale convention).
+"""Unbiasedness of the leave-one-out rules by exact enumeration (docs/math.md §3 scale convention).
 
 A softmax policy π_θ over a few actions with fixed rewards (and answer classes).
 For a group size n we enumerate every ordered rollout group, weight it by its

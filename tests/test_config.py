@@ -111,7 +111,7 @@ def test_strategy_sft_variants_parse():
     ))
     variants = parse_params(raw).variants
     assert variants["maj_k"].options.threshold == 3
-    assert variants["maj_rho"].options.threshold == 26  # 000 App. I.4
+    assert variants["maj_rho"].options.threshold == 26  # CAT App. I.4
     assert (variants["con"].options.num_rivals, variants["con"].options.mix) == (4, 0.5)
     dco = variants["dco"].options
     assert (dco.refill_eps, dco.candidates_per_step(64)) == (0.01, 128)

@@ -1,4 +1,4 @@
-"""Alignment coefficient and crossover budgets (aligntrain.diagnostics.alignment; FORMULAS §4, 000 App. F).
+"""Alignment coefficient and crossover budgets (aligntrain.diagnostics.alignment; docs/math.md §4, CAT App. F).
 
 Independent references: exact Beta integrals with fractions (polynomial weights), a closed
 form in ln 2 at 50 digits, mpmath quadrature at 25 digits, and the pass@k table of paper 000.
@@ -113,7 +113,7 @@ def test_curve_matches_single_values():
 
 
 def test_predicted_crossovers_reproduce_paper_000_f3():
-    """000 App. F.3 predicts k′ = 2 (N = 4 over cross-entropy), 8 (16 over 4), 32 (64 over 16)."""
+    """CAT App. F.3 predicts k′ = 2 (N = 4 over cross-entropy), 8 (16 over 4), 32 (64 over 16)."""
     assert predicted_crossover_budget(1, 4) == 2
     assert predicted_crossover_budget(4, 16) == 8
     assert predicted_crossover_budget(16, 64) == 32
@@ -124,7 +124,7 @@ def test_predicted_crossovers_reproduce_paper_000_f3():
     assert predicted_crossover_budget(16, 64, max_budget=16) is None
 
 
-# Paper 000 Table 2, pass@k in % (SFT baseline, Pass@N with N = 4, 16, 64).
+# CAT Table 2, pass@k in % (SFT baseline, Pass@N with N = 4, 16, 64).
 TABLE_2_KS = [1, 4, 8, 16, 32, 64]
 TABLE_2 = {
     1: [15.8, 29.6, 37.9, 46.3, 53.7, 59.8],

@@ -1,4 +1,4 @@
-"""Forced-vote sensitivities and diagonal efficiency (aligntrain.diagnostics.forced_vote; FORMULAS §4).
+"""Forced-vote sensitivities and diagonal efficiency (aligntrain.diagnostics.forced_vote; docs/math.md §4).
 
 Independent references: P as an explicit polynomial built by enumerating every N-tuple of
 outcomes with exact fractions (each strategy's rule re-written here tuple by tuple), its
@@ -255,7 +255,7 @@ def test_plurality_decay_derivative_lies_between_zero_and_a_t(weights, n, unvota
     result = diagonal_efficiency(probs, n, "majority", 0, votable=votable, method="exact")
     assert -1e-9 <= result.exact_derivative <= result.a_target + 1e-9
     a = forced_vote_sensitivities(probs, n, "majority", target=0, votable=votable, method="exact")
-    assert np.all(a[votable] <= a[0] + 1e-9)  # adversarial symmetry (000 eq. 38)
+    assert np.all(a[votable] <= a[0] + 1e-9)  # adversarial symmetry (CAT eq. 38)
     assert 0.5 - 1e-9 <= result.paper_ratio <= 1 + 1e-9  # the paper's saved ratio, by construction
 
 
@@ -266,7 +266,7 @@ def test_formulas_example_seventy_thirty_at_thirty_two():
 
 
 def test_share_below_one_half_on_random_distributions():
-    """FORMULAS §4 reports 19/36/40/45% of D/a_t < 0.5 at N = 4/8/16/32 without its sampling
+    """docs/math.md §4 reports 19/36/40/45% of D/a_t < 0.5 at N = 4/8/16/32 without its sampling
     scheme. Scheme used here [choice]: support size m uniform on {2, …, 6}, p ~ Dirichlet(1, …, 1),
     target = outcome 0 (a uniformly random class, not necessarily the plurality), all votable;
     400 distributions, seed 0. Measured with this scheme: 18.8% / 33.0% / 43.0% / 48.0%

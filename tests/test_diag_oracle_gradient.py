@@ -1,4 +1,4 @@
-"""Oracle-gradient cosine diagnostic (FORMULAS §4): oracle advantages, score vectors, cosines.
+"""Oracle-gradient cosine diagnostic (docs/math.md §4): oracle advantages, score vectors, cosines.
 
 References are independent of the code under test: brute-force enumeration of all
 N-tuples of draws (exact ``Fraction`` arithmetic or float64), central finite
@@ -73,7 +73,7 @@ def plurality_win(labels: tuple, correct_label) -> float:
 
 
 def forced_vote_by_enumeration(probabilities: dict, n: int, win) -> tuple[dict, float]:
-    """a_j = N·P(win | one draw forced to j) and P, by enumerating class tuples (000 eq. 65)."""
+    """a_j = N·P(win | one draw forced to j) and P, by enumerating class tuples (CAT eq. 65)."""
     classes = list(probabilities)
 
     def expected(prefix: tuple, free: int) -> float:
@@ -231,7 +231,7 @@ def test_centred_scores_equal_explicit_gradients_of_centred_score_vectors():
     for row in frame[frame["status"] == "ok"].itertuples():
         group = draw_group(rewards.size, row.n, row.seed)
         r = rewards[group]
-        advantages = [row.n * (r.max() - np.delete(r, i).max()) for i in range(row.n)]  # 002 eq. 2
+        advantages = [row.n * (r.max() - np.delete(r, i).max()) for i in range(row.n)]  # Tang et al. eq. 2
         g = sum(a * centred[i] for a, i in zip(advantages, group)) / row.n
         assert row.cosine == pytest.approx(g @ g_star / np.linalg.norm(g) / np.linalg.norm(g_star), abs=1e-12)
     assert (frame["status"] == "ok").sum() >= 2

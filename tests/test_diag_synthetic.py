@@ -1,4 +1,4 @@
-"""Synthetic checks (FORMULAS §5): Tang's bandit (002 Fig. 1) and TEA's Gaussian tail (004 App. E).
+"""Synthetic checks (docs/math.md §5): Tang's bandit (Tang et al. Fig. 1) and TEA's Gaussian tail (TEA App. E).
 
 References: enumeration of every k-tuple of a tiny bandit, finite differences of
 enumerated objectives, mpmath quadrature of E[max of N] for a Gaussian, a
@@ -159,13 +159,13 @@ def test_bandit_run_is_tidy_deterministic_and_per_seed():
 
 
 def small_bandit(update: str) -> pd.DataFrame:
-    """002 Figure 1's setting (100 actions, k = 4, η = 1) at 100 steps and 32 seeds."""
+    """Tang et al. Figure 1's setting (100 actions, k = 4, η = 1) at 100 steps and 32 seeds."""
     runs = run_tang_bandit(num_actions=100, k=4, learning_rate=1.0, steps=100, seeds=tuple(range(32)), update=update)
     return average_over_seeds(runs)
 
 
 def test_sampled_k_sample_gradients_improve_pass_at_k_faster_and_spend_less_kl():
-    """002 Fig. 1 (right, middle): the k-sample estimators lead in pass@k; mean PG drifts furthest from π_ref."""
+    """Tang et al. Fig. 1 (right, middle): the k-sample estimators lead in pass@k; mean PG drifts furthest from π_ref."""
     averaged = small_bandit("sampled")
     pass_at_k = averaged.pivot(index="step", columns="method", values="pass_at_k")
     kl = averaged.pivot(index="step", columns="method", values="kl")
@@ -179,7 +179,7 @@ def test_sampled_k_sample_gradients_improve_pass_at_k_faster_and_spend_less_kl()
 
 
 def test_exact_gradients_mean_pg_wins_the_mean_and_k_sample_wins_pass_at_k_early():
-    """002 Fig. 1 (left, right) with expected updates: mean PG ends with the best mean reward."""
+    """Tang et al. Fig. 1 (left, right) with expected updates: mean PG ends with the best mean reward."""
     averaged = small_bandit("exact")
     mean_reward = averaged.pivot(index="step", columns="method", values="mean_reward")
     pass_at_k = averaged.pivot(index="step", columns="method", values="pass_at_k")
@@ -274,7 +274,7 @@ def test_raw_tea_bias_is_negative_and_shrinks_like_one_over_n(gaussian_table):
     assert (raw[["rel_bias_mu", "rel_bias_log_sigma"]] < 0).all().all()
     assert raw.rel_bias_norm[64] < 0.7 * raw.rel_bias_norm[32]
     assert raw.rel_bias_norm[128] < 0.7 * raw.rel_bias_norm[64]
-    assert 0.12 < raw.rel_bias_norm[64] < 0.24  # FORMULAS §3: about 18% at n = 64
+    assert 0.12 < raw.rel_bias_norm[64] < 0.24  # docs/math.md §3: about 18% at n = 64
 
 
 def test_prefix_tea_trades_bias_for_variance(gaussian_table):
@@ -287,7 +287,7 @@ def test_prefix_tea_trades_bias_for_variance(gaussian_table):
 
 
 def test_positive_part_overshoots_the_mean_gradient(gaussian_table):
-    """FORMULAS §3: g⁺ biases ∂μ upwards (population limit +24%), whatever n."""
+    """docs/math.md §3: g⁺ biases ∂μ upwards (population limit +24%), whatever n."""
     stabilised = gaussian_table[gaussian_table.estimator == "tea"].set_index("n")
     assert stabilised.rel_bias_mu[128] > 0.08
 

@@ -1,4 +1,4 @@
-"""QQ tail fit (FORMULAS §4; 004 Table 14) against independent references.
+"""QQ tail fit (docs/math.md §4; TEA Table 14) against independent references.
 
 References: exact normal quantiles (R² = 1), 50-digit Decimal least squares with
 mpmath quantiles, a closed form for the uniform tail's limiting R², hand values

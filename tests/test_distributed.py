@@ -149,7 +149,7 @@ def test_sft_shards_the_data_and_averages_the_gradient(runs, tiny_model, arith_r
     _assert_same_weights([tensors[0]["initial"], model.state_dict()])
 
     # Step 0: the gradient both ranks hold (after DDP's all-reduce, before clipping) is the
-    # mean over the union of the two shards of F(N, p)·∇(−ℓ) (FORMULAS §2).
+    # mean over the union of the two shards of F(N, p)·∇(−ℓ) (docs/math.md §2).
     rows = [by_text[text] for s in steps for text in s[0]]
     model.zero_grad()
     total = 0
@@ -179,7 +179,7 @@ def first_char_is_digit(text: str) -> Fraction:
 
 
 def pkpo_brute_force(rewards: list[Fraction], k: int) -> list[Fraction]:
-    """PKPO eq. 33 by enumeration: A_i = (n/C(n,k)) Σ_{S∋i, |S|=k} (max_S r − max_{S∖i} r) (FORMULAS §3)."""
+    """PKPO eq. 33 by enumeration: A_i = (n/C(n,k)) Σ_{S∋i, |S|=k} (max_S r − max_{S∖i} r) (docs/math.md §3)."""
     n = len(rewards)
     subsets = list(itertools.combinations(range(n), k))
     return [
@@ -190,7 +190,7 @@ def pkpo_brute_force(rewards: list[Fraction], k: int) -> list[Fraction]:
 
 
 def majority_correct(answers: list[str | None], correct: dict[str, bool]) -> Fraction:
-    """P[plurality vote is correct], ties broken uniformly; unparseable answers do not vote (002 §3.1)."""
+    """P[plurality vote is correct], ties broken uniformly; unparseable answers do not vote (Tang et al. §3.1)."""
     votes = Counter(a for a in answers if a is not None)
     if not votes:
         return Fraction(0)
@@ -200,7 +200,7 @@ def majority_correct(answers: list[str | None], correct: dict[str, bool]) -> Fra
 
 
 def tang_majority_brute_force(texts: list[str]) -> list[Fraction]:
-    """Tang LOO maj@k, k = n: A_i = n·(f(a) − f(a_{−i})), f the vote's correctness (002 §3.1)."""
+    """Tang LOO maj@k, k = n: A_i = n·(f(a) − f(a_{−i})), f the vote's correctness (Tang et al. §3.1)."""
     answers = [first_char(t) for t in texts]
     correct = {a: bool(first_char_is_digit(t)) for a, t in zip(answers, texts) if a is not None}
     full = majority_correct(answers, correct)

@@ -1,4 +1,4 @@
-"""Tests of aligntrain.estimators (FORMULAS §1) against independent references:
+"""Tests of aligntrain.estimators (docs/math.md §1) against independent references:
 exact fractions, enumeration of every k-subset, and closed forms."""
 
 from __future__ import annotations

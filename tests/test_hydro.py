@@ -1,6 +1,6 @@
 """The hydro problem: reward formulas, parsing, splits, corpus law, rows, parquet, registry.
 
-Rewards are checked against FORMULAS §6 restated here and evaluated
+Rewards are checked against docs/math.md §6 restated here and evaluated
 independently: exact rational exponents (``fractions.Fraction``) through
 50-digit ``decimal.Decimal`` exponentials, on sequences built with a known
 number of hydrophobic residues; band edges are placed exactly on rationals.
@@ -58,7 +58,7 @@ def dexp(x: Fraction) -> Decimal:
 
 
 def valley_reference(hydrophobic: int, length: int) -> Decimal:
-    """FORMULAS §6 unconditional reward at h = hydrophobic/length, 50 digits."""
+    """docs/math.md §6 unconditional reward at h = hydrophobic/length, 50 digits."""
     if length < 10:
         return Decimal(-5)
     h = Fraction(hydrophobic, length)
@@ -69,7 +69,7 @@ def valley_reference(hydrophobic: int, length: int) -> Decimal:
 
 
 def complement_reference(hydrophobic: int, length: int, h_in: Fraction) -> Decimal:
-    """FORMULAS §6 conditional reward, 50 digits."""
+    """docs/math.md §6 conditional reward, 50 digits."""
     if length < 5:
         return Decimal(-5)
     h = Fraction(hydrophobic, length)

@@ -384,7 +384,7 @@ def test_majority_loss_gradcheck(n: int, k: int) -> None:
 
 
 def test_variance_inflation_limits() -> None:
-    """000 App. A.6: VI → 1 for Pass@N and → k² for majority as p → 0; VI = w² throughout."""
+    """CAT App. A.6: VI → 1 for Pass@N and → k² for majority as p → 0; VI = w² throughout."""
     tiny = torch.tensor([1e-12], dtype=torch.float64)
     assert variance_inflation(pass_at_n_weight(tiny, 64)).item() == pytest.approx(1.0, rel=1e-9)
     assert variance_inflation(majority_weight(tiny, 64, 26)).item() == pytest.approx(26.0**2, rel=1e-9)
@@ -400,7 +400,7 @@ def test_variance_inflation_limits() -> None:
     [(64, 0.4, 26), (64, 0.25, 16), (64, 0.5, 32), (30, 0.1, 3), (7, 0.5, 4), (8, 1.0, 8), (5, 0.01, 1), (1, 0.5, 1)],
 )
 def test_consensus_threshold(n: int, fraction: float, k: int) -> None:
-    assert consensus_threshold(n, fraction) == k  # 000 App. I.4: ρ = .4 → 26/64, ρ = .25 → 16/64
+    assert consensus_threshold(n, fraction) == k  # CAT App. I.4: ρ = .4 → 26/64, ρ = .25 → 16/64
 
 
 # (N, c_max, group size) → k = max(2, min(⌊N/2⌋+1, ⌊N·c_max/n⌋+1)), worked by hand.

@@ -84,7 +84,7 @@ def fitted_model(tiny_model, arith_rows):
 
 
 def test_pass_at_n_gradient_is_weighted_ce(tiny_model, arith_rows, tmp_path):
-    """One SGD-free step: the trainer's loss gradient equals mean_i F(N, p_i)·∇(−ℓ_i) (FORMULAS §2)."""
+    """One SGD-free step: the trainer's loss gradient equals mean_i F(N, p_i)·∇(−ℓ_i) (docs/math.md §2)."""
     model, tokenizer = tiny_model
     rows = arith_rows["train"][:4]
     n = 8
@@ -98,7 +98,7 @@ def test_pass_at_n_gradient_is_weighted_ce(tiny_model, arith_rows, tmp_path):
 
 
 def test_majority_gradient_is_weighted_ce(fitted_model, tmp_path):
-    """The trainer's gradient equals mean_i w(p_i)·∇(−ℓ_i), w the majority weight (FORMULAS §2, 000 eq. 16)."""
+    """The trainer's gradient equals mean_i w(p_i)·∇(−ℓ_i), w the majority weight (docs/math.md §2, CAT eq. 16)."""
     model, tokenizer, rows = fitted_model
     n, k = 8, 3
     trainer = _trainer(model, tokenizer, rows, MajorityVote(budget=n, k=k), tmp_path)
@@ -117,14 +117,14 @@ def test_majority_gradient_is_weighted_ce(fitted_model, tmp_path):
 
 
 def test_majority_consensus_sets_the_threshold():
-    # 000 App. I.4: ρ = 0.4 at N = 64 needs 26 votes; ρ = 0.1 at N = 30 needs 3 (not 4).
+    # CAT App. I.4: ρ = 0.4 at N = 64 needs 26 votes; ρ = 0.1 at N = 30 needs 3 (not 4).
     assert MajorityVote(budget=64, consensus=0.4).threshold == 26
     assert MajorityVote(budget=30, consensus=0.1).threshold == 3
     assert MajorityVote(budget=30, k=7).threshold == 7
 
 
 def _hand_hybrid(model, batch, generator: torch.Generator, num_rivals: int, mix: float) -> torch.Tensor:
-    """mix·margin + (1 − mix)·token-mean CE per sequence, averaged, written out from 000 App. A.7.2–A.7.3."""
+    """mix·margin + (1 − mix)·token-mean CE per sequence, averaged, written out from CAT App. A.7.2–A.7.3."""
     logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1].float()
     labels = batch["labels"][:, 1:]
     valid = labels != -100
@@ -166,7 +166,7 @@ def test_contrastive_loss_is_the_hybrid_with_the_step_generator(tiny_model, arit
 
 @pytest.mark.parametrize("passing", [7, 3], ids=["enough-pass", "too-few-pass"])
 def test_dco_refill_replaces_low_weight_examples(fitted_model, tmp_path, passing):
-    """F < ε examples are replaced by the next candidates; the batch keeps 4 rows (001 §5.1, App. B).
+    """F < ε examples are replaced by the next candidates; the batch keeps 4 rows (DCO §5.1, App. B).
 
     ``passing`` rows of the 12 candidates have F ≥ ε. With 7, the batch is the
     first 4 passing candidates in stream order, and the others get no gradient.

@@ -1,6 +1,6 @@
-"""Mean-reward baselines: GRPO, GRPO-Z, Dr. GRPO, RLOO (FORMULAS §3).
+"""Mean-reward baselines: GRPO, GRPO-Z, Dr. GRPO, RLOO (docs/math.md §3).
 
-Naming follows the TEA paper (004 App. B.1): GRPO is the mean-centred reward,
+Naming follows the TEA paper (TEA App. B.1): GRPO is the mean-centred reward,
 GRPO-Z divides by the group standard deviation (TRL's default "GRPO" with
 ``scale_rewards="group"`` is GRPO-Z here).
 """
@@ -11,7 +11,7 @@ from torch import Tensor
 
 from aligntrain.advantages.registry import RuleContext, RuleOptions, register_rule
 
-#: added to the group standard deviation in GRPO-Z (000's and TRL's code)
+#: added to the group standard deviation in GRPO-Z (CAT's and TRL's code)
 GRPO_Z_EPS = 1e-4
 
 
@@ -31,13 +31,13 @@ def centered(rewards: Tensor) -> Tensor:
 
 
 def group_normalized_advantage(rewards: Tensor) -> Tensor:
-    """GRPO-Z: (r_i − mean(r)) / (std(r) + 1e−4), std with ddof = 1 (FORMULAS §3; 004 eq. 20)."""
+    """GRPO-Z: (r_i − mean(r)) / (std(r) + 1e−4), std with ddof = 1 (docs/math.md §3; TEA eq. 20)."""
     return centered(rewards) / (rewards.std(dim=1, correction=1, keepdim=True) + GRPO_Z_EPS)
 
 
 @register_rule
 class GRPO(RuleOptions):
-    """GRPO: A_i = r_i − mean(r) (004 eq. 19); biased at scale 1: E[(1/n)ΣA_i S_i] = (n−1)/n ∇E[r].
+    """GRPO: A_i = r_i − mean(r) (TEA eq. 19); biased at scale 1: E[(1/n)ΣA_i S_i] = (n−1)/n ∇E[r].
 
     The mean includes r_i itself, which correlates the baseline with y_i and
     shrinks the gradient by exactly (n−1)/n relative to RLOO.
@@ -61,7 +61,7 @@ class GRPOZ(RuleOptions):
 
 @register_rule
 class DrGRPO(RuleOptions):
-    """Dr. GRPO: the same advantage as GRPO, r_i − mean(r) (no std division; 001 App. B).
+    """Dr. GRPO: the same advantage as GRPO, r_i − mean(r) (no std division; DCO App. B).
 
     Its difference from GRPO lies in the loss reduction, not in the advantage: the
     per-token loss is summed and divided by a constant (TRL ``loss_type="dr_grpo"``)
@@ -83,7 +83,7 @@ def rloo_advantage(rewards: Tensor) -> Tensor:
 
 @register_rule
 class RLOO(RuleOptions):
-    """RLOO: A_i = r_i − mean_{j≠i} r_j = n/(n−1)·(r_i − mean(r)); unbiased for E[r] (FORMULAS §3)."""
+    """RLOO: A_i = r_i − mean_{j≠i} r_j = n/(n−1)·(r_i − mean(r)); unbiased for E[r] (docs/math.md §3)."""
 
     name = "rloo"
     unbiased_for = "E[r] (mean reward of one sample)"

@@ -1,4 +1,4 @@
-"""Selected-output best-of-N baselines: BoN-max mean/second, Chow BoN-RL (FORMULAS §3, 004 App. B.1)."""
+"""Selected-output best-of-N baselines: BoN-max mean/second, Chow BoN-RL (docs/math.md §3, TEA App. B.1)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from aligntrain.options import Real
 def _only_selected(rewards: Tensor, selected_value: Tensor) -> Tensor:
     """Advantage ``selected_value`` (G, 1) on the reward-selected rollout, 0 elsewhere.
 
-    The selected rollout is the first arg-max (deterministic tie-breaking, 004 App. B.1).
+    The selected rollout is the first arg-max (deterministic tie-breaking, TEA App. B.1).
     """
     selected = rewards.argmax(dim=1, keepdim=True)
     return torch.zeros_like(rewards).scatter_(1, selected, selected_value)
@@ -22,7 +22,7 @@ def _only_selected(rewards: Tensor, selected_value: Tensor) -> Tensor:
 
 @register_rule
 class BoNMaxMean(RuleOptions):
-    """BoN-max mean: r_max − mean(r) on the reward-selected rollout only, 0 elsewhere (004 eq. 21); biased."""
+    """BoN-max mean: r_max − mean(r) on the reward-selected rollout only, 0 elsewhere (TEA eq. 21); biased."""
 
     name = "bon_max_mean"
 
@@ -32,7 +32,7 @@ class BoNMaxMean(RuleOptions):
 
 @register_rule
 class BoNMaxSecond(RuleOptions):
-    """BoN-max second: r_max − r_(second) on the reward-selected rollout only (004 eq. 22); biased.
+    """BoN-max second: r_max − r_(second) on the reward-selected rollout only (TEA eq. 22); biased.
 
     r_(second) is the second largest value of the sorted group, so a tied maximum gives 0.
     """
@@ -45,7 +45,7 @@ class BoNMaxSecond(RuleOptions):
 
 
 def chow_binary_advantage(rewards: Tensor, budget: int, clip: float) -> Tensor:
-    """Chow BoN-RL, binary rewards (FORMULAS §3; third-party code, not checked against the paper).
+    """Chow BoN-RL, binary rewards (docs/math.md §3; third-party code, not checked against the paper).
 
     With p_fail = 1 − mean(r): a correct rollout gets N p_fail^{N−1}/(1 − p_fail^N),
     an incorrect one −N p_fail/(1 − p_fail), both clipped to [−clip, clip].

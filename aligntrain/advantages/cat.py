@@ -1,14 +1,14 @@
-"""Compute Aligned Training for RL: strategy weights on the GRPO-Z advantage (000 App. B, C, J–M).
+"""Compute Aligned Training for RL: strategy weights on the GRPO-Z advantage (CAT App. B, C, J–M).
 
 Every CAT rule computes a detached per-sample weight w from the test-time
 strategy and multiplies the GRPO-Z advantage of the *raw* rewards:
-``A_i = w_i · A_i^{GRPO-Z}`` (000 eq. 83). The weight never enters the reward
-before normalisation (000 App. C.1: normalisation would cancel its scale).
+``A_i = w_i · A_i^{GRPO-Z}`` (CAT eq. 83). The weight never enters the reward
+before normalisation (CAT App. C.1: normalisation would cancel its scale).
 The weight formulas live in :mod:`aligntrain.losses`; this module chooses
 their inputs (p, q, k) from the rollout group and applies them.
 
 The rules are biased: the weight is CAT's diagonal approximation of the
-strategy gradient (000 App. B), further altered by clipping, log-weighting and
+strategy gradient (CAT App. B), further altered by clipping, log-weighting and
 batch normalisation; none is on the unbiased scale convention.
 """
 
@@ -35,7 +35,7 @@ from aligntrain.losses import (
     sequence_success_probability,
 )
 
-#: the global-history quantile is clamped to this interval (000 eq. 105)
+#: the global-history quantile is clamped to this interval (CAT eq. 105)
 HISTORY_QUANTILE_BOUNDS = (0.001, 0.999)
 
 
@@ -43,11 +43,11 @@ HISTORY_QUANTILE_BOUNDS = (0.001, 0.999)
 
 
 def success_probability(rewards: Tensor, context: RuleContext, p_source: str) -> Tensor:
-    """p per rollout (G, n) for the Pass@N / majority weights (FORMULAS §3).
+    """p per rollout (G, n) for the Pass@N / majority weights (docs/math.md §3).
 
-    ``empirical``: Laplace-smoothed group accuracy (c + 1)/(n + 2) (000 eq. 79), one
+    ``empirical``: Laplace-smoothed group accuracy (c + 1)/(n + 2) (CAT eq. 79), one
     value per prompt; ``sequence``: exp of the rollout's summed log-prob clamped to
-    [−50, 0], then to [1e−10, 1 − 1e−10] (000 App. J.3).
+    [−50, 0], then to [1e−10, 1 − 1e−10] (CAT App. J.3).
     """
     if p_source == "sequence":
         return sequence_success_probability(context.logps.to(rewards.device))
@@ -56,10 +56,10 @@ def success_probability(rewards: Tensor, context: RuleContext, p_source: str) ->
 
 
 def normalize_by_batch_mean(weights: Tensor) -> Tensor:
-    """w ← w / mean(w) over the whole batch, all prompts together (000 eq. 81, 106).
+    """w ← w / mean(w) over the whole batch, all prompts together (CAT eq. 81, 106).
 
     Normalising per prompt would erase the relative weighting between prompts
-    (000 App. B.8). The batch is this call's (G, n) tensor. A batch whose weights
+    (CAT App. B.8). The batch is this call's (G, n) tensor. A batch whose weights
     are all 0 stays 0.
     """
     mean = weights.mean()
@@ -67,7 +67,7 @@ def normalize_by_batch_mean(weights: Tensor) -> Tensor:
 
 
 def apply_all_wrong_penalty(advantages: Tensor, rewards: Tensor, penalty: float) -> Tensor:
-    """Subtract ``penalty`` from every advantage of a group whose rewards are all 0 (000 eq. 103).
+    """Subtract ``penalty`` from every advantage of a group whose rewards are all 0 (CAT eq. 103).
 
     Applied to the final, weighted advantage [choice], so an all-wrong group gets
     exactly −penalty (its GRPO-Z advantage is 0) whatever the strategy weight.
@@ -86,8 +86,8 @@ class _CATRule(RuleOptions):
     """Options every CAT rule has: the budget N, the weight clip and batch normalisation."""
 
     budget: StrictInt = Field(ge=1, description="Test-time budget N of the strategy the weight targets.")
-    clip: Real = Field(50.0, gt=0, description="The strategy weight is clipped to at most this (000 App. J.3).")
-    batch_normalize: StrictBool = Field(False, description="Divide the weights by their batch mean (000 eq. 81).")
+    clip: Real = Field(50.0, gt=0, description="The strategy weight is clipped to at most this (CAT App. J.3).")
+    batch_normalize: StrictBool = Field(False, description="Divide the weights by their batch mean (CAT eq. 81).")
 
 
 class _CATBinaryRule(_CATRule):
@@ -96,10 +96,10 @@ class _CATBinaryRule(_CATRule):
     binary_rewards_only = True
     p_source: Literal["empirical", "sequence"] = Field(
         "empirical",
-        description="p per rollout: 'empirical' smoothed group accuracy (000 eq. 79) or 'sequence' exp(logps) "
-        "(000 App. J.3; needs logps).",
+        description="p per rollout: 'empirical' smoothed group accuracy (CAT eq. 79) or 'sequence' exp(logps) "
+        "(CAT App. J.3; needs logps).",
     )
-    log_weighted: StrictBool = Field(True, description="Use the log-derivative weight F(N, p) (000 eq. 75).")
+    log_weighted: StrictBool = Field(True, description="Use the log-derivative weight F(N, p) (CAT eq. 75).")
     all_wrong_penalty: Real = Field(0.0, ge=0, description="Subtracted from every advantage of an all-wrong group.")
 
     def context_needed(self) -> frozenset[str]:
@@ -111,9 +111,9 @@ class _CATBinaryRule(_CATRule):
 
 @register_rule
 class CATPassAtN(_CATBinaryRule):
-    """CAT Pass@N: w·A^{GRPO-Z}, w = N(1−p)^{N−1} or log-weighted F(N, p), clipped (000 eq. 54, 75, J.3); biased.
+    """CAT Pass@N: w·A^{GRPO-Z}, w = N(1−p)^{N−1} or log-weighted F(N, p), clipped (CAT eq. 54, 75, J.3); biased.
 
-    Default log-weighted (000 App. J.3: the author's primary RL implementation).
+    Default log-weighted (CAT App. J.3: the author's primary RL implementation).
     """
 
     name = "cat_pass_at_n"
@@ -129,7 +129,7 @@ class CATPassAtN(_CATBinaryRule):
 
 
 def most_frequent_wrong_count(rewards: Tensor, answers) -> Tensor:
-    """c_max (G,): votes of the most frequent wrong answer class (000 eq. 100).
+    """c_max (G,): votes of the most frequent wrong answer class (CAT eq. 100).
 
     Unparseable rollouts count as one wrong class; 0 when every rollout is correct.
     """
@@ -142,9 +142,9 @@ def majority_threshold(
 ) -> int | Tensor:
     """The vote threshold k of the majority weight: fixed, per-prompt dynamic, or its EMA.
 
-    Dynamic (000 eqs. 100–101): k = max(2, min(⌊N/2⌋+1, ⌊N c_max/n⌋ + 1)) per prompt
+    Dynamic (CAT eqs. 100–101): k = max(2, min(⌊N/2⌋+1, ⌊N c_max/n⌋ + 1)) per prompt
     (``objectives.dynamic_majority_threshold``; it gives k = 1 for N = 1).
-    With ``threshold_ema`` = β (000 App. B.7.2) [choice]: the state's k̄ is updated
+    With ``threshold_ema`` = β (CAT App. B.7.2) [choice]: the state's k̄ is updated
     with this batch's mean dynamic threshold, k̄ ← β k̄ + (1 − β) mean_g k_g (first
     batch: k̄ = mean k), and every prompt of the batch uses round(k̄) (half up).
     """
@@ -160,16 +160,16 @@ def majority_threshold(
 
 @register_rule
 class CATMajority(_CATBinaryRule):
-    """CAT majority: w·A^{GRPO-Z}, w = N·C(N−1,k−1)p^{k−1}(1−p)^{N−k} or the SFT weight (000 eq. 70, K); biased.
+    """CAT majority: w·A^{GRPO-Z}, w = N·C(N−1,k−1)p^{k−1}(1−p)^{N−k} or the SFT weight (CAT eq. 70, K); biased.
 
-    k = None uses the dynamic threshold (000 eqs. 100–101), optionally smoothed by
+    k = None uses the dynamic threshold (CAT eqs. 100–101), optionally smoothed by
     an EMA across steps (``threshold_ema`` with a ``threshold_state``). Defaults
-    follow 000 App. K: raw RL weight (won in 000 Table 14), silence penalty 0.5.
+    follow CAT App. K: raw RL weight (won in CAT Table 14), silence penalty 0.5.
     """
 
     name = "cat_majority"
     k: StrictInt | None = Field(
-        None, ge=1, description="Votes the gold answer needs, <= budget; None: the dynamic threshold (000 eq. 100)."
+        None, ge=1, description="Votes the gold answer needs, <= budget; None: the dynamic threshold (CAT eq. 100)."
     )
     threshold_ema: Real | None = Field(
         None, ge=0, lt=1, description="EMA factor β of the dynamic threshold across steps (k = None only)."
@@ -205,7 +205,7 @@ class CATMajority(_CATBinaryRule):
 
 
 def in_batch_quantile(rewards: Tensor) -> Tensor:
-    """q_i = (#{j: r_j < r_i} + 1)/(n + 1), same prompt only (000 eq. 108)."""
+    """q_i = (#{j: r_j < r_i} + 1)/(n + 1), same prompt only (CAT eq. 108)."""
     ordered = rewards.sort(dim=1).values.contiguous()
     below = torch.searchsorted(ordered, rewards.contiguous(), side="left")
     return (below.to(rewards.dtype) + 1.0) / (rewards.shape[1] + 1)
@@ -214,7 +214,7 @@ def in_batch_quantile(rewards: Tensor) -> Tensor:
 def history_quantile(
     rewards: Tensor, history: RewardHistory, step: int | None = None, decay: float | None = None
 ) -> Tensor:
-    """q = (W_below(r) + 1)/(W_total + 2), clamped to [0.001, 0.999] (000 eqs. 80, 105).
+    """q = (W_below(r) + 1)/(W_total + 2), clamped to [0.001, 0.999] (CAT eqs. 80, 105).
 
     Without ``decay`` every stored reward weighs 1, so W_below = #{h < r} and
     W_total = |H| (eq. 105). With ``decay`` = γ item j weighs γ^(step − t_j) (eq. 80)
@@ -254,7 +254,7 @@ QUANTILES = tuple(QUANTILE_ESTIMATORS)
 
 @register_rule
 class CATBestOfN(_CATRule):
-    """CAT best-of-N: w·A^{GRPO-Z}, w = N q^{N−1} batch-normalised, q = P[other sample lower] (000 eq. 58); biased.
+    """CAT best-of-N: w·A^{GRPO-Z}, w = N q^{N−1} batch-normalised, q = P[other sample lower] (CAT eq. 58); biased.
 
     q in-batch (eq. 108), from the global FIFO history (eq. 105) or time-weighted
     (eq. 80); the history is queried before this batch is added to it.
@@ -263,10 +263,10 @@ class CATBestOfN(_CATRule):
     name = "cat_best_of_n"
     quantile: Literal["in_batch", "history", "time_weighted"] = Field(
         "in_batch",
-        description="How q is estimated: 'in_batch' (000 eq. 108), 'history' (eq. 105), 'time_weighted' (eq. 80; "
+        description="How q is estimated: 'in_batch' (CAT eq. 108), 'history' (eq. 105), 'time_weighted' (eq. 80; "
         "needs a history with a decay).",
     )
-    batch_normalize: StrictBool = Field(True, description="Divide the weights by their batch mean (000 eq. 81).")
+    batch_normalize: StrictBool = Field(True, description="Divide the weights by their batch mean (CAT eq. 81).")
 
     def context_needed(self) -> frozenset[str]:
         return QUANTILE_ESTIMATORS[self.quantile][1]

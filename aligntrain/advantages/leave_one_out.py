@@ -1,10 +1,10 @@
-"""Leave-one-out k-sample policy gradients: Tang et al. pass@k and maj@k, PKPO max@k (FORMULAS §3).
+"""Leave-one-out k-sample policy gradients: Tang et al. pass@k and maj@k, PKPO max@k (docs/math.md §3).
 
-Tang et al. (002 eq. 2) write the estimator as a *sum* over the n samples,
+Tang et al. (eq. 2) write the estimator as a *sum* over the n samples,
 Σ_i (f(y) − f(y_{−i})) ∇log π(y_i); with the trainer's mean over samples the
-advantage is therefore n·(f(y) − f(y_{−i})) here (scale convention, FORMULAS §3).
-The biased variants (002 eq. 3) subtract the group mean of those advantages;
-by 002 Lemma 2 they are unbiased for the (n−1)-sample objective.
+advantage is therefore n·(f(y) − f(y_{−i})) here (scale convention, docs/math.md §3).
+The biased variants (Tang et al. eq. 3) subtract the group mean of those advantages;
+by Tang et al. Lemma 2 they are unbiased for the (n−1)-sample objective.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from aligntrain.advantages.registry import RuleContext, RuleOptions, register_ru
 
 
 def subtract_group_mean(advantages: Tensor) -> Tensor:
-    """002 eq. 3: A'_i = A_i − mean_j A_j (the zero-mean, biased variant)."""
+    """Tang et al. eq. 3: A'_i = A_i − mean_j A_j (the zero-mean, biased variant)."""
     return advantages - advantages.mean(dim=1, keepdim=True)
 
 
@@ -30,7 +30,7 @@ def subtract_group_mean(advantages: Tensor) -> Tensor:
 
 
 def tang_pass_at_k_advantage(rewards: Tensor) -> Tensor:
-    """n·(max(r) − max(r_{−i})) (002 eq. 2): only a unique arg-max is non-zero, with r_(n) − r_(n−1)."""
+    """n·(max(r) − max(r_{−i})) (Tang et al. eq. 2): only a unique arg-max is non-zero, with r_(n) − r_(n−1)."""
     n = rewards.shape[1]
     top_two = rewards.topk(2, dim=1).values
     best, runner_up = top_two[:, :1], top_two[:, 1:]
@@ -40,7 +40,7 @@ def tang_pass_at_k_advantage(rewards: Tensor) -> Tensor:
 
 @register_rule
 class LOOPassAtK(RuleOptions):
-    """Tang LOO pass@k with k = n: A_i = n·(max(r) − max(r_{−i})) (002 eq. 2); unbiased for E[max of n]."""
+    """Tang LOO pass@k with k = n: A_i = n·(max(r) − max(r_{−i})) (Tang et al. eq. 2); unbiased for E[max of n]."""
 
     name = "loo_pass_at_k"
     unbiased_for = "E[max(r_1..r_n)] (pass@n / max@n, k = n)"
@@ -51,10 +51,10 @@ class LOOPassAtK(RuleOptions):
 
 @register_rule
 class LOOPassAtKBiased(RuleOptions):
-    """Tang biased pass@k: LOO advantages minus their group mean (002 eq. 3); unbiased for E[max of n−1]."""
+    """Tang biased pass@k: LOO advantages minus their group mean (Tang et al. eq. 3); unbiased for E[max of n−1]."""
 
     name = "loo_pass_at_k_biased"
-    unbiased_for = "E[max(r_1..r_{n-1})] (002 Lemma 2)"
+    unbiased_for = "E[max(r_1..r_{n-1})] (Tang et al. Lemma 2)"
 
     def advantages(self, rewards: Tensor, context: RuleContext) -> Tensor:
         return subtract_group_mean(tang_pass_at_k_advantage(rewards))
@@ -64,7 +64,7 @@ class LOOPassAtKBiased(RuleOptions):
 
 
 def tang_majority_advantage(rewards: Tensor, answers) -> Tensor:
-    """n·(f(a_1..a_n) − f(a_{−i})) (002 §3.1), in O(G·n).
+    """n·(f(a_1..a_n) − f(a_{−i})) (Tang et al. §3.1), in O(G·n).
 
     f = P[the plurality vote picks a correct class]: only parseable answers vote,
     ties among the top classes are broken uniformly (as an expectation), so
@@ -72,7 +72,7 @@ def tang_majority_advantage(rewards: Tensor, answers) -> Tensor:
 
     Leaving rollout i out only lowers its own class's count, so f(a_{−i}) follows
     from the top count T, the next count S < T, and how many classes (and correct
-    classes) share each (002 §3.1: only a top class can change the vote):
+    classes) share each (Tang et al. §3.1: only a top class can change the vote):
 
     - i unparseable or not in a top class: the vote is unchanged;
     - i in a top class tied with others: the others stay tied on top;
@@ -104,7 +104,7 @@ def tang_majority_advantage(rewards: Tensor, answers) -> Tensor:
 
 @register_rule
 class LOOMajAtK(RuleOptions):
-    """Tang LOO maj@k with k = n: A_i = n·(f(a) − f(a_{−i})), f = majority correct (002 §3.1)."""
+    """Tang LOO maj@k with k = n: A_i = n·(f(a) − f(a_{−i})), f = majority correct (Tang et al. §3.1)."""
 
     name = "loo_maj_at_k"
     unbiased_for = "P[plurality vote over n answers is correct] (maj@n, k = n)"
@@ -117,10 +117,10 @@ class LOOMajAtK(RuleOptions):
 
 @register_rule
 class LOOMajAtKBiased(RuleOptions):
-    """Tang biased maj@k: LOO maj advantages minus their group mean (002 eq. 3); unbiased for maj over n−1."""
+    """Tang biased maj@k: LOO maj advantages minus their group mean (Tang et al. eq. 3); unbiased for maj over n−1."""
 
     name = "loo_maj_at_k_biased"
-    unbiased_for = "P[plurality vote over n-1 answers is correct] (002 Lemma 2)"
+    unbiased_for = "P[plurality vote over n-1 answers is correct] (Tang et al. Lemma 2)"
     binary_rewards_only = True
     requires = frozenset({"answers"})
 
@@ -140,7 +140,7 @@ def _pkpo_gap_weights(n: int, k: int) -> tuple[float, ...]:
 
 
 def pkpo_advantage(rewards: Tensor, k: int) -> Tensor:
-    """Unbiased max@k advantage for 2 ≤ k ≤ n, sorted closed form (FORMULAS §3, PKPO eq. 33).
+    """Unbiased max@k advantage for 2 ≤ k ≤ n, sorted closed form (docs/math.md §3, PKPO eq. 33).
 
     A_i = (n/C(n,k)) Σ_{S∋i,|S|=k} (max_S r − max_{S∖i} r). Only subsets where i
     is the maximum contribute, with r_i minus the runner-up; counting the subsets
@@ -149,7 +149,7 @@ def pkpo_advantage(rewards: Tensor, k: int) -> Tensor:
     coefficients (hockey stick) telescopes it into
     ``A_(i) = Σ_{m=2}^{i} a_m (r_(m) − r_(m−1))``, ``a_m = n·C(m−1, k−1)/C(n, k)``:
     one cumulative sum of non-negative terms, O(n) per group, no cancellation,
-    and tied rewards get exactly equal advantages. (It equals FORMULAS'
+    and tied rewards get exactly equal advantages. (It equals docs/math.md's
     n·s_i − k·ρ̂_{k−1}(r_{−i}).) Coefficients are computed in float64 log space,
     so large n does not overflow.
     """

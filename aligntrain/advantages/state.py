@@ -1,4 +1,4 @@
-"""State that advantage rules carry across training steps (CAT, 000 App. B.7.2, L.2).
+"""State that advantage rules carry across training steps (CAT, CAT App. B.7.2, L.2).
 
 Both objects are owned by the trainer, created once per run and passed to
 ``compute_advantages`` as context on every step:
@@ -22,9 +22,9 @@ from torch import Tensor
 
 
 class RewardHistory:
-    """FIFO buffer of the last ``capacity`` rewards and the steps they were seen at (000 eq. 105).
+    """FIFO buffer of the last ``capacity`` rewards and the steps they were seen at (CAT eq. 105).
 
-    ``decay`` is the factor γ ∈ (0, 1] of the time-weighted quantile (000 eq. 80):
+    ``decay`` is the factor γ ∈ (0, 1] of the time-weighted quantile (CAT eq. 80):
     item j counts with weight γ^(t − t_j) at step t. It is only used by
     ``quantile="time_weighted"``; ``quantile="history"`` weighs all items equally.
     Rewards are stored as float64 on the CPU, in the order they were appended
@@ -77,7 +77,7 @@ class RewardHistory:
 
 @dataclass
 class MajorityThresholdState:
-    """Running EMA k̄ of the dynamic majority threshold across steps (000 App. B.7.2).
+    """Running EMA k̄ of the dynamic majority threshold across steps (CAT App. B.7.2).
 
     ``value`` is None until the first update. ``update`` is called by
     ``cat_majority`` once per batch with the batch mean of the per-prompt dynamic

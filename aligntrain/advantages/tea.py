@@ -1,13 +1,13 @@
-"""Tail-Extrapolated Advantage: TEA and Prefix-TEA (004 §2–4, App. B.1, D.5; FORMULAS §3).
+"""Tail-Extrapolated Advantage: TEA and Prefix-TEA (TEA §2–4, App. B.1, D.5; docs/math.md §3).
 
 Under a Gaussian upper tail, best-of-N value V_N ≈ m + κ_N s, with (q, m, s) the
-threshold, mean and standard deviation of the top-α tail (004 Lemma 1). For the
+threshold, mean and standard deviation of the top-α tail (TEA Lemma 1). For the
 *raw* tail-shaped reward g at the population tail vector,
-``(1/α) E[g(R) S] = ∇(m + κ_N s)`` exactly (004 Lemma 2), which for a Gaussian
+``(1/α) E[g(R) S] = ∇(m + κ_N s)`` exactly (TEA Lemma 2), which for a Gaussian
 reward is ∇(μ + σ e_N). The rules return the paper's scale, without the 1/α:
 ``E[(1/n) Σ A_i S_i] ≈ α ∇V_N`` — TEA is not on the unbiased scale convention.
 
-Bias [FORMULAS §3, measured]: the stabilised default (positive part g⁺, then
+Bias [docs/math.md §3, measured]: the stabilised default (positive part g⁺, then
 centring) has a bias that does not vanish with n (α = 0.25, N = 128, Gaussian:
 (1/α)E[g⁺ S] → (1.241, 2.627) for (∂μ, ∂log σ) against the true (1, 2.595));
 the raw form (``positive_part=False``) is consistent, with an O(1/n) plug-in
@@ -31,7 +31,7 @@ from torch import Tensor
 from aligntrain.advantages.registry import RuleContext, RuleOptions, is_int, register_rule
 from aligntrain.options import Real
 
-#: below this empirical tail scale the quadratic (scale) term is dropped (FORMULAS §3)
+#: below this empirical tail scale the quadratic (scale) term is dropped (docs/math.md §3)
 MIN_TAIL_SCALE = 1e-8
 
 
@@ -55,7 +55,7 @@ def expected_max_standard_normal(n: int) -> float:
 
 @dataclass(frozen=True)
 class TailConstants:
-    """Constants of the Gaussian-tail surrogate for tail mass α and budget N (FORMULAS §3)."""
+    """Constants of the Gaussian-tail surrogate for tail mass α and budget N (docs/math.md §3)."""
 
     z: float  #: Φ^{−1}(1 − α)
     lam: float  #: λ = φ(z)/α, the standardised tail mean
@@ -77,7 +77,7 @@ def tail_count(alpha: float, n: int) -> int:
 
 
 def tail_shaped_reward(rewards: Tensor, alpha: float, kappa: float) -> Tensor:
-    """g(r_i) from the group's own empirical tail (004 eqs. 8, 10, 15; FORMULAS §3).
+    """g(r_i) from the group's own empirical tail (TEA eqs. 8, 10, 15; docs/math.md §3).
 
     (q̂, m̂, ŝ) = smallest, mean and standard deviation (ddof = 0) of the ⌈αn⌉
     largest rewards; g(r) = 1{r ≥ q̂}·[(r − q̂) + κ/(2ŝ)·((r − m̂)² − (q̂ − m̂)²)],
@@ -103,16 +103,16 @@ def _center(advantages: Tensor, center: bool) -> Tensor:
 
 @register_rule
 class TEA(RuleOptions):
-    """TEA: A_i = g⁺(r_i) − mean_j g⁺(r_j) (004 eq. 16); ≈ α∇(m + κ_N s), biased (see module doc).
+    """TEA: A_i = g⁺(r_i) − mean_j g⁺(r_j) (TEA eq. 16); ≈ α∇(m + κ_N s), biased (see module doc).
 
-    ``positive_part=False`` keeps the raw g (004 eq. 15), the consistent form;
+    ``positive_part=False`` keeps the raw g (TEA eq. 15), the consistent form;
     ``center=False`` skips the group centring (the paper's estimator eq. 11 has none).
     """
 
     name = "tea"
     alpha: Real = Field(0.25, gt=0, lt=1, description="Tail mass α: the top α of each group shapes the reward.")
     budget: StrictInt = Field(128, ge=1, description="Test-time budget N of best-of-N (κ_N).")
-    positive_part: StrictBool = Field(True, description="Use g⁺ = max(g, 0) (004 eq. 16) instead of the raw g.")
+    positive_part: StrictBool = Field(True, description="Use g⁺ = max(g, 0) (TEA eq. 16) instead of the raw g.")
     center: StrictBool = Field(True, description="Subtract the group mean of the shaped rewards.")
 
     def advantages(self, rewards: Tensor, context: RuleContext) -> Tensor:
@@ -122,7 +122,7 @@ class TEA(RuleOptions):
 
 
 def prefix_cancellation_weights(prefixes: Sequence[int]) -> tuple[float, ...]:
-    """w_ℓ = Π_{j≠ℓ} n_ℓ/(n_ℓ − n_j): Σ w_ℓ = 1, Σ w_ℓ n_ℓ^{−j} = 0 for j < L (FORMULAS §3).
+    """w_ℓ = Π_{j≠ℓ} n_ℓ/(n_ℓ − n_j): Σ w_ℓ = 1, Σ w_ℓ n_ℓ^{−j} = 0 for j < L (docs/math.md §3).
 
     Lagrange extrapolation of the prefix estimates to 1/n = 0; (32, 64) → (−1, 2).
     Computed with exact fractions.
@@ -138,16 +138,16 @@ def prefix_cancellation_weights(prefixes: Sequence[int]) -> tuple[float, ...]:
 
 
 def default_prefixes(n: int) -> tuple[int, int]:
-    """(n/2, n), the paper's instance (004 App. B.1: (32, 64) for n = 64)."""
+    """(n/2, n), the paper's instance (TEA App. B.1: (32, 64) for n = 64)."""
     return (n // 2, n)
 
 
 @register_rule
 class PrefixTEA(TEA):
-    """Prefix-TEA: Σ_ℓ w_ℓ (n/n_ℓ) g⁺⁽ℓ⁾(r_i) 1{i ≤ n_ℓ}, centred (004 eq. 18, D.5); lower bias for raw g only.
+    """Prefix-TEA: Σ_ℓ w_ℓ (n/n_ℓ) g⁺⁽ℓ⁾(r_i) 1{i ≤ n_ℓ}, centred (TEA eq. 18, D.5); lower bias for raw g only.
 
     g⁽ℓ⁾ uses the tail statistics of the first n_ℓ rewards; the positive part is
-    taken per prefix before combining (004 eq. 18). The bias cancellation needs
+    taken per prefix before combining (TEA eq. 18). The bias cancellation needs
     α n_ℓ to share its fractional part across prefixes (e.g. α = 0.25 with every
     n_ℓ a multiple of 4); this is not enforced.
     """
@@ -155,7 +155,7 @@ class PrefixTEA(TEA):
     name = "prefix_tea"
     prefixes: tuple[StrictInt, ...] | None = Field(
         None,
-        description="Prefix sizes n_1 < ... < n_L = n (L >= 2, n_1 >= 2); None: (n/2, n) (004 App. B.1).",
+        description="Prefix sizes n_1 < ... < n_L = n (L >= 2, n_1 >= 2); None: (n/2, n) (TEA App. B.1).",
     )
 
     @field_validator("prefixes")

@@ -1,11 +1,11 @@
-"""The seeds' diagnostics (FORMULAS §4–5), one module per diagnostic.
+"""The seeds' diagnostics (docs/math.md §4–5), one module per diagnostic.
 
 * ``forced_vote``: forced-vote sensitivities and the diagonal-approximation efficiency (CAT eqs. 33–37).
 * ``alignment``: the alignment coefficient Γ between training and test weights, predicted crossovers (CAT eq. 90).
 * ``oracle_gradient``: oracle advantages of a strategy on a stored pool and cosines of rule gradients (TEA §4.6).
 * ``tails``: QQ fits of the pool's upper reward tail against the normal (TEA Table 14).
 * ``overconfidence``: greedy-completion probability by correctness (DCO Fig. 1), reward shift (TEA Fig. 3b).
-* ``synthetic``: the Tang bandit (002 Fig. 1) and the TEA Gaussian-tail bias/variance study (004 App. E).
+* ``synthetic``: the Tang bandit (Tang et al. Fig. 1) and the TEA Gaussian-tail bias/variance study (TEA App. E).
 
 Modules are imported on demand (torch, scipy, matplotlib); the pipeline stages
 that run them live in ``aligntrain.stages.diagnostics``.

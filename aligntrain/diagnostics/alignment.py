@@ -1,15 +1,15 @@
-"""The alignment coefficient Γ of a training weight with a test-time weight (FORMULAS §4; 000 App. F).
+"""The alignment coefficient Γ of a training weight with a test-time weight (docs/math.md §4; CAT App. F).
 
-    Γ(a, b) = ∫₀¹ w_a(p) w_b(p) dp / sqrt(∫₀¹ w_a² dp · ∫₀¹ w_b² dp)        (000 eq. 90)
+    Γ(a, b) = ∫₀¹ w_a(p) w_b(p) dp / sqrt(∫₀¹ w_a² dp · ∫₀¹ w_b² dp)        (CAT eq. 90)
 
-Both weights multiply the same score function ∇ℓ (000 eqs. 87–88): the training loss has
+Both weights multiply the same score function ∇ℓ (CAT eqs. 87–88): the training loss has
 gradient w_a(p)·∇(−ℓ), the test utility U has gradient w_b(p)·∇ℓ, and a uniform density of
 the gold likelihood p turns the expected first-order test gain into the integral.
 
-Pass@N (000 App. F.3). The training weight of Pass@N SFT is F(N, p) (DCO/CAT, FORMULAS §2;
+Pass@N (CAT App. F.3). The training weight of Pass@N SFT is F(N, p) (DCO/CAT, docs/math.md §2;
 cross-entropy is N = 1). [choice, with evidence] The printed test weight was lost in
 extraction; this module takes w_b = F(k, p), the weight of the test utility log pass@k
-(the same CAT form as training). It reproduces the three crossovers 000 F.3 predicts and
+(the same CAT form as training). It reproduces the three crossovers CAT App. F.3 predicts and
 matches with its Table 2 — training N = 4 overtakes cross-entropy at k′ = 2, N = 16
 overtakes N = 4 at k′ = 8, N = 64 overtakes N = 16 at k′ = 32 — whereas the other
 candidate, w_b = p·d pass@k/dp = k p (1−p)^{k−1} (``pass_at_k_probability_weight``, the
@@ -60,7 +60,7 @@ _NODES_PER_PANEL = 12
 
 
 def pass_at_n_weight_function(n: int) -> WeightFunction:
-    """p ↦ F(n, p) = n p (1−p)^{n−1}/(1 − (1−p)^n) (``objectives.pass_at_n_weight``; FORMULAS §2).
+    """p ↦ F(n, p) = n p (1−p)^{n−1}/(1 − (1−p)^n) (``objectives.pass_at_n_weight``; docs/math.md §2).
 
     The Pass@N training weight (n = 1: cross-entropy, weight 1) and, by this module's
     convention, the pass@k test weight at n = k.
@@ -127,7 +127,7 @@ def _gamma(train: np.ndarray, test: np.ndarray) -> float:
 
 
 def alignment_coefficient(train_weight: WeightFunction, test_weight: WeightFunction) -> float:
-    """Γ(a, b) = ∫ w_a w_b / sqrt(∫ w_a² ∫ w_b²) over p in [0, 1] (000 eq. 90).
+    """Γ(a, b) = ∫ w_a w_b / sqrt(∫ w_a² ∫ w_b²) over p in [0, 1] (CAT eq. 90).
 
     Γ(a, a) = 1, symmetric, in [−1, 1] (Cauchy–Schwarz; [0, 1] for non-negative weights).
     Raises ValueError when a weight is not finite or vanishes (almost) everywhere.
@@ -156,7 +156,7 @@ def _pass_at_n_alignment_curves(
 def pass_at_n_alignment_curve(
     n_train: int, ks: Sequence[int], test_weight: Callable[[int], WeightFunction] = pass_at_n_weight_function
 ) -> np.ndarray:
-    """Γ(F(n_train, ·), test_weight(k)) for every k in ks (000 App. F.3).
+    """Γ(F(n_train, ·), test_weight(k)) for every k in ks (CAT App. F.3).
 
     ``test_weight`` maps a budget k to its weight: ``pass_at_n_weight_function`` (default,
     see the module docstring) or ``pass_at_k_probability_weight``.
@@ -209,7 +209,7 @@ def predicted_crossover_budget(
     max_budget: int | None = None,
     test_weight: Callable[[int], WeightFunction] = pass_at_n_weight_function,
 ) -> int | None:
-    """The test budget k′ at which Pass@N training with n_large overtakes n_small (000 eq. 91).
+    """The test budget k′ at which Pass@N training with n_large overtakes n_small (CAT eq. 91).
 
     Γ(n_large, k) against Γ(n_small, k) over the integers k = 1..max_budget (default
     4·n_large [choice]: the crossovers of the default weights lie near sqrt(n_small·n_large)),

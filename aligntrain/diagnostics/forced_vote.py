@@ -1,23 +1,23 @@
-"""Forced-vote sensitivities and the efficiency of the diagonal approximation (FORMULAS §4).
+"""Forced-vote sensitivities and the efficiency of the diagonal approximation (docs/math.md §4).
 
 A strategy draws N iid outcomes from a finite distribution p (answer classes, or reward
 values) and scores them; its value P(p) = Σ_counts multinomial(N; counts) Π p_j^{n_j}
-value(counts) is a homogeneous polynomial of degree N. Paper 000 (eqs. 35–37, 65) shows
+value(counts) is a homogeneous polynomial of degree N. CAT (eqs. 35–37, 65) shows
 its partial derivatives — taken on that polynomial, i.e. extended off the simplex — are
 
     a_j = ∂P/∂p_j = N · E[value | one of the N draws is forced to j]   (forced-vote identity).
 
-Under proportional decay (000 App. A.8–A.9: raising p_t takes mass from every rival in
+Under proportional decay (CAT App. A.8–A.9: raising p_t takes mass from every rival in
 proportion to its probability) the exact derivative along the target t is
 
-    D = a_t − C,   C = Σ_{j≠t} p_j a_j / (1 − p_t)        (000 eq. 32, corrected in FORMULAS §4),
+    D = a_t − C,   C = Σ_{j≠t} p_j a_j / (1 − p_t)        (CAT eq. 32, corrected in docs/math.md §4),
 
-and the informative efficiency of the diagonal term is D/a_t; paper 000 saved a_t/(a_t + C)
+and the informative efficiency of the diagonal term is D/a_t; CAT saved a_t/(a_t + C)
 for its Figure 9 (``paper_ratio`` here, in [½, 1] by construction for plurality vote).
 Only D is intrinsic: a_t and C depend on how P is extended off the simplex (for pass@N the
-forced-vote extension gives D/a_t = (1 − p_t)^{N−1}, while 000 Theorem 4 calls pass@N exact
+forced-vote extension gives D/a_t = (1 − p_t)^{N−1}, while CAT Theorem 4 calls pass@N exact
 by treating P as a function of p_t alone). Euler's identity for homogeneous polynomials,
-Σ_j p_j a_j = N·P, gives D = (a_t − N·P)/(1 − p_t), the oracle advantage of FORMULAS §4 over
+Σ_j p_j a_j = N·P, gives D = (a_t − N·P)/(1 − p_t), the oracle advantage of docs/math.md §4 over
 1 − p_t; the tests use it as a cross-check.
 
 Strategies (``STRATEGIES``):
@@ -28,16 +28,16 @@ Strategies (``STRATEGIES``):
   convention as ``aligntrain.estimators.maj_at_k``, but with replacement (iid draws): on
   the empirical distribution of a pool of M it agrees with maj@k only as M → ∞.
 - ``best_of_n``: outcome j has reward r_j; value = E[max reward of the N draws]. Its forced-
-  vote sensitivities are the oracle advantages of FORMULAS §4 plus N·P. [choice] target =
+  vote sensitivities are the oracle advantages of docs/math.md §4 plus N·P. [choice] target =
   the top-reward outcome (the first of them on a tie). D/a_t is not shift-invariant here:
   adding c to every reward leaves D unchanged and adds N·c to a_t.
-- ``best_of_n_selection``: paper 000's own best-of-N formulation (App. B.3, B.5, Fig. 10):
+- ``best_of_n_selection``: CAT's own best-of-N formulation (App. B.3, B.5, Fig. 10):
   value = probability that the selected draw is the target t (a draw of maximal reward,
   chosen uniformly among the draws sharing it), for any candidate t. Its training weight is
   CAT's N·q^{N−1} (``cat_best_of_n_rl_weight``), q = mass strictly below r_t.
 
 Methods: ``exact`` — closed forms for pass, best_of_n and best_of_n_selection (O(m) or
-O(N²)); a dynamic programme for majority (``_majority_exact``); ``monte_carlo`` — 000's
+O(N²)); a dynamic programme for majority (``_majority_exact``); ``monte_carlo`` — CAT's
 5000 draws with seed 42 (``monte_carlo_sensitivities``); ``auto`` — exact, except majority
 with N > ``AUTO_EXACT_MAJORITY_MAX_BUDGET``.
 """
@@ -88,7 +88,7 @@ __all__ = [
     "training_weight_comparison",
 ]
 
-#: Paper 000 App. A.11: the off-diagonal sensitivities by Monte Carlo, 5000 draws, seed 42.
+#: CAT App. A.11: the off-diagonal sensitivities by Monte Carlo, 5000 draws, seed 42.
 DEFAULT_NUM_DRAWS = 5000
 DEFAULT_SEED = 42
 
@@ -389,7 +389,7 @@ def _prepare_best_of_n(o: _Outcomes) -> _Outcomes:
 def _best_of_n_exact(o: _Outcomes, n: int) -> tuple[float, np.ndarray]:
     """P = Σ_v v [F(v)^N − F(v⁻)^N];
     a_j = N·(r_j F(r_j)^{N−1} + Σ_{v > r_j} v [F(v)^{N−1} − F(v⁻)^{N−1}]),
-    over the distinct reward values v with CDF F (FORMULAS §4, the oracle advantage plus N·P)."""
+    over the distinct reward values v with CDF F (docs/math.md §4, the oracle advantage plus N·P)."""
     top = float(o.rewards.max())  # E[max] shifts with the rewards: compute on r − top, add top back
     values, position = np.unique(o.rewards - top, return_inverse=True)
     cdf = np.cumsum(np.bincount(position, weights=o.probs, minlength=values.size))
@@ -407,7 +407,7 @@ def _best_of_n_draw_values(o: _Outcomes, counts: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------
-# best_of_n_selection: probability that the selected draw is the target (000 App. B.3)
+# best_of_n_selection: probability that the selected draw is the target (CAT App. B.3)
 
 
 def _prepare_selection(o: _Outcomes) -> _Outcomes:
@@ -565,7 +565,7 @@ def monte_carlo_sensitivities(
 ) -> MonteCarloSensitivities:
     """a_j ≈ N · mean over ``num_draws`` samples of the N − 1 free draws of value(counts + e_j).
 
-    000 App. A.11's estimate (5000 draws, seed 42). The same draws serve every j (common
+    CAT App. A.11's estimate (5000 draws, seed 42). The same draws serve every j (common
     random numbers, so differences a_t − a_j are less noisy than each a_j); standard errors
     are N·std/√draws (ddof = 1). Arguments as in ``forced_vote_sensitivities``.
     """
@@ -597,13 +597,13 @@ def forced_vote_sensitivities(
     num_draws: int = DEFAULT_NUM_DRAWS,
     seed: int | None = DEFAULT_SEED,
 ) -> np.ndarray:
-    """a_j = ∂P/∂p_j = N·E[value | one draw forced to j] for every outcome j (000 eqs. 37, 65).
+    """a_j = ∂P/∂p_j = N·E[value | one draw forced to j] for every outcome j (CAT eqs. 37, 65).
 
     probs: the distribution over outcomes (sums to 1 within 1e-9; renormalised). Per
     strategy: ``pass`` reads ``correct`` (or a one-hot ``target``); ``majority`` reads
     ``target`` (the gold class) and ``votable`` (default all True); ``best_of_n`` reads
     ``rewards``; ``best_of_n_selection`` reads ``rewards`` and ``target``. ``method``:
-    ``exact``, ``monte_carlo`` (``num_draws`` draws, ``seed``; 000 uses 5000 and 42) or
+    ``exact``, ``monte_carlo`` (``num_draws`` draws, ``seed``; CAT uses 5000 and 42) or
     ``auto`` (exact unless majority with N > ``AUTO_EXACT_MAJORITY_MAX_BUDGET``).
     """
     rule, outcomes, budget = _prepared(probs, n, strategy, target, correct, rewards, votable)
@@ -611,7 +611,7 @@ def forced_vote_sensitivities(
 
 
 def proportional_decay_derivative(probs: ArrayLike, sensitivities: ArrayLike, target: int) -> float:
-    """D = a_t − Σ_{j≠t} p_j a_j/(1 − p_t): dP/dp_t when the rivals decay in proportion (FORMULAS §4).
+    """D = a_t − Σ_{j≠t} p_j a_j/(1 − p_t): dP/dp_t when the rivals decay in proportion (docs/math.md §4).
 
     Needs p_t < 1 (with p_t = 1 there is no rival mass to take from).
     """
@@ -631,9 +631,9 @@ def proportional_decay_derivative(probs: ArrayLike, sensitivities: ArrayLike, ta
 
 @dataclass(frozen=True)
 class DiagonalEfficiency:
-    """The diagonal term against the exact proportional-decay derivative (FORMULAS §4).
+    """The diagonal term against the exact proportional-decay derivative (docs/math.md §4).
 
-    efficiency = D/a_t (NaN when a_t = 0); paper_ratio = a_t/(a_t + C), what 000 saved for
+    efficiency = D/a_t (NaN when a_t = 0); paper_ratio = a_t/(a_t + C), what CAT saved for
     Figure 9; value = P = Σ_j p_j a_j/N (Euler's identity).
     """
 
@@ -797,7 +797,7 @@ class EmpiricalDistribution:
     correct[j] marks the gold class; for reward values, rewards[j] = labels[j]. target is
     the gold class's index (None when it is not in the pool) or the top reward's index.
     sample_outcomes[i] is the outcome index of input sample i (for per-sample quantities
-    such as the oracle advantage A*(y_i) = a_{outcome(i)} − N·P, FORMULAS §4).
+    such as the oracle advantage A*(y_i) = a_{outcome(i)} − N·P, docs/math.md §4).
     """
 
     labels: tuple

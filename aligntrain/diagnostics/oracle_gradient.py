@@ -1,4 +1,4 @@
-"""Oracle-gradient cosine diagnostic (FORMULAS §4 "Oracle advantage and gradient cosine"; 004 §4.6).
+"""Oracle-gradient cosine diagnostic (docs/math.md §4 "Oracle advantage and gradient cosine"; TEA §4.6).
 
 A stored pool of M completions of one prompt is treated as the *empirical policy*:
 the uniform distribution over its M items. For a test-time strategy with value
@@ -10,7 +10,7 @@ on that policy is
 with the *oracle advantage* A*_i of item i: ∂V/∂θ_k = π_k A*_k for a softmax over
 the pool, and Σ_i π_i A*_i = 0. A training rule's gradient from a group of n items
 drawn from the pool is g = (1/n) Σ_j A_j S_{i_j}; the diagnostic is cos(g, g*), on the
-parameters of one transformer block (the last by default, as 004 §4.6).
+parameters of one transformer block (the last by default, as TEA §4.6).
 
 Layout, one home per formula:
 
@@ -92,7 +92,7 @@ def _binary_vector(values: ArrayLike, name: str) -> np.ndarray:
 
 
 def best_of_n_value(rewards: ArrayLike, n: int) -> float:
-    """V_N = E[max of N iid draws from the pool] = Σ_i r_(i)[(i/M)^N − ((i−1)/M)^N] (FORMULAS §4).
+    """V_N = E[max of N iid draws from the pool] = Σ_i r_(i)[(i/M)^N − ((i−1)/M)^N] (docs/math.md §4).
 
     Draws are *with* replacement (the pool is the empirical policy), unlike the
     evaluation estimator ``aligntrain.estimators.max_at_k`` (without replacement).
@@ -104,7 +104,7 @@ def best_of_n_value(rewards: ArrayLike, n: int) -> float:
 
 
 def best_of_n_oracle_advantage(rewards: ArrayLike, n: int) -> np.ndarray:
-    """A*(r_i) = N·(E[max(r_i, M_{N−1})] − V_N) for every pool item (FORMULAS §4).
+    """A*(r_i) = N·(E[max(r_i, M_{N−1})] − V_N) for every pool item (docs/math.md §4).
 
     M_{N−1} is the maximum of N−1 iid draws from the pool's empirical CDF; by the
     forced-vote identity N·E[max(r_j, M_{N−1})] is the sensitivity a_j of
@@ -124,7 +124,7 @@ def best_of_n_oracle_advantage(rewards: ArrayLike, n: int) -> np.ndarray:
 
 
 def pass_at_n_sensitivities(success_rate: float, n: int) -> tuple[float, float]:
-    """Forced-vote sensitivities (a_wrong, a_correct) of pass@N (FORMULAS §4, 000 eqs. 35–37).
+    """Forced-vote sensitivities (a_wrong, a_correct) of pass@N (docs/math.md §4, CAT eqs. 35–37).
 
     a_j = N·P(success | one of the N draws is forced to class j): a correct draw always
     succeeds, so a_correct = N; a wrong one needs one of the other N−1 draws correct,
@@ -136,7 +136,7 @@ def pass_at_n_sensitivities(success_rate: float, n: int) -> tuple[float, float]:
 
 
 def pass_at_n_oracle_advantage(correct: ArrayLike, n: int) -> np.ndarray:
-    """A*(y) = a_{class(y)} − N·P with p̂ the pool's success rate and P = 1 − (1 − p̂)^N (FORMULAS §4).
+    """A*(y) = a_{class(y)} − N·P with p̂ the pool's success rate and P = 1 − (1 − p̂)^N (docs/math.md §4).
 
     Evaluated in the cancellation-free closed form: correct items get N(1 − p̂)^N,
     wrong ones −N p̂ (1 − p̂)^{N−1} (equal to a − N·P with the sensitivities of
@@ -154,7 +154,7 @@ def pass_at_n_oracle_advantage(correct: ArrayLike, n: int) -> np.ndarray:
 def forced_vote_oracle_advantage(
     class_index_per_sample: ArrayLike, class_sensitivities: ArrayLike, value: float, n: int
 ) -> np.ndarray:
-    """A*(y_i) = a_{class(y_i)} − N·P for any strategy over N iid draws (FORMULAS §4, 000 eq. 65).
+    """A*(y_i) = a_{class(y_i)} − N·P for any strategy over N iid draws (docs/math.md §4, CAT eq. 65).
 
     ``class_sensitivities[j]`` is a_j = N·P(win | one of the N draws is forced to class
     j) on the pool's empirical class distribution; ``value`` is P, the strategy's
@@ -271,7 +271,7 @@ def last_block_scores(
     ``Completion.token_ids`` stores it) at temperature 1. Columns follow
     ``model.get_decoder().layers[layer].named_parameters()``, each parameter
     flattened, in that order. ``layer = -1`` (default) is the last transformer block,
-    where 004 §4.6 measures its cosines. ``prompts`` is one prompt (text or ids) for
+    where TEA §4.6 measures its cosines. ``prompts`` is one prompt (text or ids) for
     all completions or one per completion. Rows have the model's dtype.
 
     Method (fast, exact): per chunk of ``batch_size`` sequences, sorted by length to
@@ -472,7 +472,7 @@ def oracle_gradient_cosines(
     stream: int = 0,
     center_scores: bool = False,
 ) -> pd.DataFrame:
-    """cos(g, g*) for every rule × group size n × seed on one prompt's pool (004 §4.6).
+    """cos(g, g*) for every rule × group size n × seed on one prompt's pool (TEA §4.6).
 
     g* = (1/M) Σ_i A*_i S_i and g = (1/n) Σ_j A_j S_{i_j}, where the group i_1..i_n is
     drawn from the pool and A = ``compute_advantages(rule, rewards[group] (1 × n),
@@ -490,7 +490,7 @@ def oracle_gradient_cosines(
     ``skipped`` row per (n, seed) with the reason; all-zero advantages give a NaN
     cosine with status ``zero_advantages``. Columns: :data:`COSINE_COLUMNS`.
 
-    ``center_scores`` *[choice, default off = 004's protocol]*: the pool's mean score
+    ``center_scores`` *[choice, default off = TEA's protocol]*: the pool's mean score
     S̄ = (1/M) Σ_i S_i is not 0 (E_π[S] = 0 only over the whole policy), so a rule
     whose advantages do not sum to 0 on a group (``loo_pass_at_k``, ``bon_max_*``)
     picks up a component (1/n)(Σ_j A_j)·S̄ that g* (Σ_i A*_i = 0) does not have.
@@ -555,7 +555,7 @@ def oracle_gradient_cosines(
 def summarize_cosines(frame: pd.DataFrame, by: Sequence[str] = ("rule", "n")) -> pd.DataFrame:
     """Mean and standard error of the cosine per ``by`` group, over all its prompts × seeds.
 
-    The standard error is std(ddof=1)/√count over the finite cosines (000's
+    The standard error is std(ddof=1)/√count over the finite cosines (CAT's
     convention, ``aligntrain.estimators.mean_and_stderr``), treating prompt × seed
     cells as independent. ``nan_share`` is the share of non-skipped rows whose cosine
     is NaN (zero advantages, cancelled gradient or zero oracle); a group made only of

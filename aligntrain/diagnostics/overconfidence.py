@@ -1,4 +1,4 @@
-"""Overconfidence and reward shift per model (FORMULAS §4; DCO Figure 1, TEA Figure 3b).
+"""Overconfidence and reward shift per model (docs/math.md §4; DCO Figure 1, TEA Figure 3b).
 
 * Greedy confidence (DCO Fig. 1): for each test prompt, the probability
   π(ŷ|x) = exp ℓ of the greedy completion ŷ under the model at temperature 1,

@@ -1,29 +1,29 @@
-"""Synthetic checks with known answers (FORMULAS §5): Tang's bandit and TEA's Gaussian tail.
+"""Synthetic checks with known answers (docs/math.md §5): Tang's bandit and TEA's Gaussian tail.
 
 Both experiments call the advantage registry (``aligntrain.advantages``) for every
 rule; nothing here re-implements an advantage. Sizes come from the arguments;
 the defaults finish in a few seconds on one CPU core (the caller sets
 ``torch.set_num_threads``).
 
-**Tang bandit** (paper 002 §3.3, Figure 1). A bandit with ``num_actions``
+**Tang bandit** (Tang et al. §3.3, Figure 1). A bandit with ``num_actions``
 actions whose deterministic rewards are drawn from N(0, 1), a softmax policy
 π = softmax(θ), k samples per update, learning rate η. Three estimators:
 
-- ``mean_pg``: the registry's ``rloo`` (002 §3.1 "average reward": Tang's
+- ``mean_pg``: the registry's ``rloo`` (Tang et al. §3.1 "average reward": Tang's
   leave-one-out form of the mean policy gradient), unbiased for ∇E[r];
-- ``loo_pass_at_k``: ``loo_pass_at_k`` (002 eq. 2), unbiased for ∇E[max of k];
+- ``loo_pass_at_k``: ``loo_pass_at_k`` (Tang et al. eq. 2), unbiased for ∇E[max of k];
   Tang's max@k rule works for continuous rewards as they are;
-- ``loo_pass_at_k_biased``: ``loo_pass_at_k_biased`` (002 eq. 3), unbiased for
-  ∇E[max of k − 1] (002 Lemma 2).
+- ``loo_pass_at_k_biased``: ``loo_pass_at_k_biased`` (Tang et al. eq. 3), unbiased for
+  ∇E[max of k − 1] (Tang et al. Lemma 2).
 
 A sampled update is θ ← θ + η·(1/k) Σ_i A_i ∇log π(y_i), with ∇_θ log π(y) =
-e_y − π; at the registry's scale convention (FORMULAS §3) this is Tang's
+e_y − π; at the registry's scale convention (docs/math.md §3) this is Tang's
 summed estimator exactly, and its expectation is η∇J of the rule's objective
 J (checked by enumeration in the tests). ``update="exact"`` replaces it by that
 expectation, η∇J, computed from the closed form of E[max of m draws].
 
 Tracked per step: mean reward E_π[r], pass@k = E[max of k draws] and
-KL(π‖π_ref) with π_ref the initial policy. The paper's finding (002 Figure 1
+KL(π‖π_ref) with π_ref the initial policy. The paper's finding (Tang et al. Figure 1
 and §3.3): the mean policy gradient improves the *mean* reward fastest per step,
 but is less KL-efficient; the k-sample estimators improve *pass@k*
 significantly faster.
@@ -33,13 +33,13 @@ draws both its own bandit and its own sampling noise (one generator: rewards
 first, then all uniforms of the run), and every method sees the same uniforms
 (common random numbers); actions are drawn by inverse CDF.
 
-**TEA Gaussian tail** (paper 004 App. E, Table 15). One prompt whose policy is a
+**TEA Gaussian tail** (TEA App. E, Table 15). One prompt whose policy is a
 Gaussian over a scalar, y ~ N(μ, σ²), with reward r = y and parameters
 θ = (μ, log σ), so the score is S(y) = ((y − μ)/σ², (y − μ)²/σ² − 1). The
 best-of-N value is μ + σ e_N exactly, so the target gradient is
 ∇_θ = (1, σ e_N) (e_N = ``expected_max_standard_normal(N)``). A rule's gradient
 estimate from one group of n samples is (1/α)·(1/n) Σ_i A_i S(y_i) (TEA's
-advantages are at scale α∇V_N, FORMULAS §3). Over many groups we report the
+advantages are at scale α∇V_N, docs/math.md §3). Over many groups we report the
 bias, relative bias, standard deviation, variance (trace of the covariance)
 and the MSE after averaging over a prompt batch of B independent prompts,
 bias² + variance/B.
@@ -178,7 +178,7 @@ def run_tang_bandit(
     methods: Sequence[str] = tuple(BANDIT_METHODS),
     update: str = "sampled",
 ) -> pd.DataFrame:
-    """Tang et al.'s bandit (002 Figure 1): every method from zero logits, all seeds at once.
+    """Tang et al.'s bandit (Tang et al. Figure 1): every method from zero logits, all seeds at once.
 
     Returns a tidy frame with columns method, step, seed, mean_reward, pass_at_k,
     kl: one row per method, seed and step 0..steps (step t = after t updates).
@@ -249,7 +249,7 @@ def average_over_seeds(runs: pd.DataFrame) -> pd.DataFrame:
 def metric_at_kl(averaged: pd.DataFrame, metric: str, kl_levels: Sequence[float]) -> pd.DataFrame:
     """A seed-averaged metric at the first step whose seed-averaged KL reaches each level (NaN if never).
 
-    The KL-efficiency comparison of 002 Figure 1 (middle panel): more of the
+    The KL-efficiency comparison of Tang et al. Figure 1 (middle panel): more of the
     metric for the same KL from the reference policy is better.
     """
     if metric not in BANDIT_METRICS:
@@ -266,8 +266,8 @@ def metric_at_kl(averaged: pd.DataFrame, metric: str, kl_levels: Sequence[float]
     return pd.DataFrame.from_records(rows)
 
 
-def plot_tang_bandit(runs: pd.DataFrame, path: str | Path, title: str = "Tang bandit (002 Fig. 1)") -> None:
-    """002 Figure 1's three panels from seed-averaged curves: mean reward vs step, mean reward
+def plot_tang_bandit(runs: pd.DataFrame, path: str | Path, title: str = "Tang bandit (Tang et al. Fig. 1)") -> None:
+    """Tang et al. Figure 1's three panels from seed-averaged curves: mean reward vs step, mean reward
     vs KL(π‖π_ref), pass@k vs step (±1 standard error bands). Writes a PNG atomically."""
     import matplotlib
 
@@ -306,7 +306,7 @@ class TeaVariant:
     options: Mapping[str, Any] = field(default_factory=dict)
 
 
-#: raw = 004 eq. 11's plug-in estimator (no positive part, no centring), the consistent form;
+#: raw = TEA eq. 11's plug-in estimator (no positive part, no centring), the consistent form;
 #: the unlabelled ones are the registry defaults (positive part, centred), as the trainer uses them
 DEFAULT_TEA_VARIANTS: Mapping[str, TeaVariant] = MappingProxyType(
     {
@@ -328,7 +328,7 @@ def gaussian_policy_score(samples: Tensor, mu: float, sigma: float) -> Tensor:
 
 
 def best_of_n_gaussian_gradient(budget: int, sigma: float = 1.0) -> tuple[float, float]:
-    """∇_(μ, log σ) of E[max of N draws of N(μ, σ²)] = μ + σ e_N: (1, σ e_N) (004 Lemma 1 is exact here)."""
+    """∇_(μ, log σ) of E[max of N draws of N(μ, σ²)] = μ + σ e_N: (1, σ e_N) (TEA Lemma 1 is exact here)."""
     return 1.0, float(sigma) * expected_max_standard_normal(budget)
 
 
@@ -366,7 +366,7 @@ def run_tea_gaussian(
     chunk_size: int = 4096,
     prompt_batches: Sequence[int] = DEFAULT_PROMPT_BATCHES,
 ) -> pd.DataFrame:
-    """Bias and variance of TEA-type gradient estimates vs the group size n (004 App. E, Table 15).
+    """Bias and variance of TEA-type gradient estimates vs the group size n (TEA App. E, Table 15).
 
     One row per (estimator, n) with columns: estimator, rule, n, repetitions,
     grad_mu, grad_log_sigma (Monte Carlo means), true_mu, true_log_sigma,
@@ -429,7 +429,7 @@ def run_tea_gaussian(
 
 
 def mse_crossover_batch(table: pd.DataFrame, estimator: str, baseline: str) -> pd.DataFrame:
-    """Per n, the prompt batch B* above which ``estimator`` has a lower MSE than ``baseline`` (004 Figure 5).
+    """Per n, the prompt batch B* above which ``estimator`` has a lower MSE than ``baseline`` (TEA Figure 5).
 
     bias_e² + var_e/B < bias_b² + var_b/B  ⇔  B > B* = (var_e − var_b)/(bias_b² − bias_e²)
     when the estimator has the smaller bias and the larger variance. B* = 0 when it
@@ -457,7 +457,7 @@ def mse_crossover_batch(table: pd.DataFrame, estimator: str, baseline: str) -> p
     return pd.DataFrame.from_records(rows)
 
 
-def plot_tea_gaussian(table: pd.DataFrame, path: str | Path, title: str = "TEA Gaussian tail (004 App. E)") -> None:
+def plot_tea_gaussian(table: pd.DataFrame, path: str | Path, title: str = "TEA Gaussian tail (TEA App. E)") -> None:
     """Relative bias ‖bias‖/‖∇‖ (± Monte Carlo standard error) and relative standard deviation
     √variance/‖∇‖ against n, log-log, one line per estimator. Writes a PNG atomically."""
     import matplotlib

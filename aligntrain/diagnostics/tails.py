@@ -1,6 +1,6 @@
-"""QQ tail fit: is a prompt's upper reward tail Gaussian? (004 §4.6, Table 14; FORMULAS §4).
+"""QQ tail fit: is a prompt's upper reward tail Gaussian? (TEA §4.6, Table 14; docs/math.md §4).
 
-TEA (FORMULAS §3) assumes that the top α of each prompt's reward distribution is
+TEA (docs/math.md §3) assumes that the top α of each prompt's reward distribution is
 Gaussian. On a stored pool of M rewards per prompt the check is a normal QQ plot
 of the upper tail: sort the rewards, r_(1) ≤ … ≤ r_(M), keep the k = ⌈αM⌉
 largest, and regress them on the standard-normal quantiles of their plotting
@@ -43,7 +43,7 @@ from aligntrain.advantages.tea import tail_count
 from aligntrain.io import atomic_path
 from aligntrain.validation import check_finite_vector, check_int, check_real
 
-#: default tail mass α: TEA's default (FORMULAS §3); the paper's fitting range was lost
+#: default tail mass α: TEA's default (docs/math.md §3); the paper's fitting range was lost
 DEFAULT_TAIL_FRACTION = 0.25
 #: fewest tail points for which R² is reported (two points are always collinear)
 MIN_TAIL_POINTS = 3
@@ -69,7 +69,7 @@ def tail_normal_quantiles(num_samples: int, tail_points: int) -> np.ndarray:
 
 
 def qq_tail_fit(rewards: ArrayLike, tail_fraction: float = DEFAULT_TAIL_FRACTION) -> QQTailFit:
-    """The QQ tail regression of one prompt's pool of M rewards (FORMULAS §4; 004 Table 14)."""
+    """The QQ tail regression of one prompt's pool of M rewards (docs/math.md §4; TEA Table 14)."""
     alpha = check_real(tail_fraction, "tail_fraction", low=0, high=1, low_open=True)
     values = check_finite_vector(rewards, "rewards")
     num_samples = values.size

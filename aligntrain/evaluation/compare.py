@@ -1,7 +1,7 @@
 """Comparing variants on the same test prompts: tables, paired intervals, scaling plot.
 
 Differences against the baseline use the paired prompt bootstrap and per-prompt
-win/tie/loss of :mod:`aligntrain.estimators` (FORMULAS §1, TEA App. B.2).
+win/tie/loss of :mod:`aligntrain.estimators` (docs/math.md §1, TEA App. B.2).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Scaling curves of a pool: pass@k, maj@k and max@k for k = 1, 2, 4, …, M (FORMULAS §1).
+"""Scaling curves of a pool: pass@k, maj@k and max@k for k = 1, 2, 4, …, M (docs/math.md §1).
 
 Per prompt, the exact estimators of :mod:`aligntrain.estimators`; across
 prompts, the mean with its standard error, overall and per difficulty level.

@@ -1,6 +1,6 @@
 """Protein-style sequences scored by hydrophobicity ("hydro"): a continuous-reward problem.
 
-The CAT paper's best-of-N experiments (paper 000 §3.3, App. L–M; FORMULAS §6)
+The CAT paper's best-of-N experiments (CAT §3.3, App. L–M; docs/math.md §6)
 on a character model small enough for CPU. A sequence is a string over the 20
 amino acids ``ALPHABET``; its hydrophobicity h is the fraction of residues in
 ``HYDROPHOBIC`` = {A, I, L, M, F, W, Y, V} (``hydrophobicity``).
@@ -9,7 +9,7 @@ Two tasks, one per level [choice: levels, so evaluation reports each apart]:
 
 =====  ==========  =========================================================
 level  task        reward of the generated sequence (``valley_reward``,
-                   ``complement_reward``; FORMULAS §6)
+                   ``complement_reward``; docs/math.md §6)
 =====  ==========  =========================================================
 1      valley      4·exp(−(h−0.35)²/0.05) + 12·exp(−(h−0.75)²/0.015)
                    − 2·1{0.45 < h < 0.60};  −5 if length < 10
@@ -113,7 +113,7 @@ _RESIDUES = frozenset(ALPHABET)
 _HYDROPHOBIC = frozenset(HYDROPHOBIC)
 
 MAX_RESIDUES = 120  # longest scorable completion line
-UNSCORABLE_REWARD = -5.0  # FORMULAS §6 floor for a too-short sequence; also for unparseable text
+UNSCORABLE_REWARD = -5.0  # docs/math.md §6 floor for a too-short sequence; also for unparseable text
 CORRECT_REWARD = 8.0  # correct <=> reward > CORRECT_REWARD
 
 GOLD_LENGTHS = (20, 60)  # inclusive; base-law sequences (corpus and gold completions)
@@ -133,7 +133,7 @@ sequence + STOP_TEXT), answer (the gold sequence, as ``parse_completion`` reads 
 
 
 # ---------------------------------------------------------------------------
-# Reward functions (FORMULAS §6)
+# Reward functions (docs/math.md §6)
 
 
 def hydrophobicity(sequence: str) -> Fraction:
@@ -145,7 +145,7 @@ def hydrophobicity(sequence: str) -> Fraction:
 
 
 def valley_reward(sequence: str) -> float:
-    """Unconditional "valley of death" reward (FORMULAS §6; paper 000 App. L, eq. 104).
+    """Unconditional "valley of death" reward (docs/math.md §6; CAT App. L, eq. 104).
 
     R = 4·exp(−(h−0.35)²/0.05) + 12·exp(−(h−0.75)²/0.015) − 2·1{0.45 < h < 0.60};
     R = −5 if the length is below 10. The band is decided exactly (module docstring).
@@ -161,7 +161,7 @@ def valley_reward(sequence: str) -> float:
 
 
 def complement_reward(sequence: str, h_in: numbers.Real) -> float:
-    """Conditional complement reward (FORMULAS §6; paper 000 App. M, eq. 107).
+    """Conditional complement reward (docs/math.md §6; CAT App. M, eq. 107).
 
     R = 10·exp(−(h − (1−h_in))²/0.05) − 2·1{|h − h_in| < 0.1 ∧ |h_in − 0.5| > 0.1};
     R = −5 if the length is below 5. ``h_in`` in [0, 1] is taken exactly

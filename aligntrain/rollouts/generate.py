@@ -3,7 +3,7 @@
 Prompts are left-padded into batches of up to ``batch_size`` sequences (each
 prompt repeated M times) and decoded with the KV cache; the summed log-probability
 of each sampled completion under the model at temperature 1 (the policy's own
-``log π(y|x)``, FORMULAS notation ℓ) is read from the per-step logits, so no
+``log π(y|x)``, docs/math.md notation ℓ) is read from the per-step logits, so no
 second forward pass is needed.
 """
 

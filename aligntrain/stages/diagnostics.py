@@ -1,4 +1,4 @@
-"""The diagnostic stages (FORMULAS §4–5): each writes tables under ``diagnoses/`` and headline
+"""The diagnostic stages (docs/math.md §4–5): each writes tables under ``diagnoses/`` and headline
 numbers to ``metrics/diagnostics/<name>.json``; the report stage draws the figures.
 
 * ``diagnose@<variant>``: on the variant's test pool — diagonal-approximation efficiency
@@ -59,7 +59,7 @@ def majority_weight_comparison(
     pool: pd.DataFrame, gold: dict, budgets: Sequence[int], consensus: float
 ) -> pd.DataFrame:
     """Per prompt and budget N: CAT's majority SFT weight (a function of p_t alone, k = ⌈ρN⌉)
-    next to the exact weight p_t·D/P of the prompt's answer distribution (FORMULAS §4)."""
+    next to the exact weight p_t·D/P of the prompt's answer distribution (docs/math.md §4)."""
     from aligntrain.diagnostics.forced_vote import class_distribution, training_weight_comparison
     from aligntrain.losses import consensus_threshold
 
@@ -142,7 +142,7 @@ def _oracle_advantages(target: str, group: pd.DataFrame, gold, n: int) -> np.nda
         return oracle_gradient.best_of_n_oracle_advantage(group.reward.to_numpy(), n)
     if target == "pass":
         return oracle_gradient.pass_at_n_oracle_advantage(group.correct.to_numpy(dtype=float), n)
-    # majority: forced-vote sensitivities of the pool's answer distribution (FORMULAS §4)
+    # majority: forced-vote sensitivities of the pool's answer distribution (docs/math.md §4)
     classes = list(group.answer_class)
     dist = forced_vote.class_distribution(classes, gold)
     if dist.target is None:  # the gold answer never appears: every sample loses whatever it votes
@@ -230,7 +230,7 @@ def oracle_gradient(params: Params, paths: StudyPaths, test_rows: Sequence[dict]
 
 
 def synthetic_checks(params: Params, paths: StudyPaths) -> dict:
-    """``diagnoses/synthetic/{bandit,tea_gaussian}.csv``: the checks with known answers (FORMULAS §5)."""
+    """``diagnoses/synthetic/{bandit,tea_gaussian}.csv``: the checks with known answers (docs/math.md §5)."""
     from aligntrain.diagnostics.synthetic import average_over_seeds, run_tang_bandit, run_tea_gaussian
 
     cfg = params.diagnostics.synthetic

@@ -67,7 +67,7 @@ def setup_section(params: Params) -> list[str]:
             else ""
         ),
         f"Evaluation: {p.rollouts.samples_per_prompt} samples per test prompt at temperature {p.rollouts.temperature:g}; "
-        f"unbiased estimators over the pool (FORMULAS §1); intervals are {int(100 * p.evaluate.confidence)}% paired "
+        f"unbiased estimators over the pool (docs/math.md §1); intervals are {int(100 * p.evaluate.confidence)}% paired "
         f"prompt-bootstrap intervals ({p.evaluate.bootstrap_resamples} resamples).",
         "",
     ]
@@ -180,7 +180,7 @@ def efficiency_section(params: Params, paths: StudyPaths) -> list[str]:
     fig, axes = plt.subplots(len(strategies), 2, figsize=(10, 3.2 * len(strategies)), squeeze=False)
     rows = []
     for s_index, strategy in enumerate(strategies):
-        for col, (column, label) in enumerate((("efficiency", "D/a_t (FORMULAS §4)"), ("paper_ratio", "a_t/(a_t+C) (000 Fig. 9)"))):
+        for col, (column, label) in enumerate((("efficiency", "D/a_t (docs/math.md §4)"), ("paper_ratio", "a_t/(a_t+C) (CAT Fig. 9)"))):
             ax = axes[s_index, col]
             positions = np.arange(len(budgets))
             width = 0.8 / len(tables)
@@ -213,7 +213,7 @@ def efficiency_section(params: Params, paths: StudyPaths) -> list[str]:
     largest = max(first, key=lambda k: int(k.split("@")[1]))
     e = first[largest]
     return [
-        "## Diagonal-approximation efficiency (CAT Figs. 9–10, FORMULAS §4)",
+        "## Diagonal-approximation efficiency (CAT Figs. 9–10, docs/math.md §4)",
         "",
         "![efficiency](figures/efficiency.png)",
         "",
@@ -229,7 +229,7 @@ def efficiency_section(params: Params, paths: StudyPaths) -> list[str]:
             else f"For `{params.run_variants[0]}` at {largest} no prompt has a defined efficiency. "
         )
         + "CAT's saved ratio a_t/(a_t+C) lies in [½, 1] by construction, so its '≥ 50% efficiency' cannot fail; "
-        "FORMULAS §4 measured D/a_t < ½ on 19/36/40/45% of random distributions at N = 4/8/16/32. Prompts whose "
+        "docs/math.md §4 measured D/a_t < ½ on 19/36/40/45% of random distributions at N = 4/8/16/32. Prompts whose "
         "gold answer never appears in the pool (or that are always right) have no defined efficiency and are excluded."
         + (
             ""
@@ -465,9 +465,9 @@ def synthetic_section(params: Params, paths: StudyPaths) -> list[str]:
     final = averaged[averaged.step == steps[-1]].set_index("method")
     leader = final.pass_at_k.idxmax()
     return [
-        "## Synthetic checks with known answers (FORMULAS §5)",
+        "## Synthetic checks with known answers (docs/math.md §5)",
         "",
-        "### Tang bandit (002 Fig. 1)",
+        "### Tang bandit (Tang et al. Fig. 1)",
         "",
         "![tang bandit](figures/tang_bandit.png)",
         "",
@@ -477,7 +477,7 @@ def synthetic_section(params: Params, paths: StudyPaths) -> list[str]:
         f"update at step size {cfg.bandit_learning_rate:g}, {cfg.bandit_seeds} bandits averaged. Highest pass@k at the end: "
         f"`{leader}`. Tang et al. report the k-sample estimators reaching higher pass@k at lower KL than mean PG.",
         "",
-        "### TEA Gaussian tail (004 App. E, Table 15)",
+        "### TEA Gaussian tail (TEA App. E, Table 15)",
         "",
         "![tea gaussian](figures/tea_gaussian.png)",
         "",
@@ -485,7 +485,7 @@ def synthetic_section(params: Params, paths: StudyPaths) -> list[str]:
         "",
         f"Read: relative bias ‖E[ĝ] − ∇‖/‖∇‖ and relative standard deviation of the gradient of E[max of "
         f"{cfg.tea_budget}] under a Gaussian reward, {cfg.tea_repetitions} groups per n. TEA's bias falls like "
-        "1/n; Prefix-TEA trades lower bias for larger variance (App. E). FORMULAS §3 records our implementation's "
+        "1/n; Prefix-TEA trades lower bias for larger variance (App. E). docs/math.md §3 records our implementation's "
         "reference values (raw TEA −14%/−19% per component at n = 64; raw Prefix-TEA ≈ 5%; both positive-part "
         "forms level off near 8.7%).",
         "",
@@ -503,7 +503,7 @@ def build_report(params: Params, paths: StudyPaths) -> dict:
         f"# Study `{params.study.name}`",
         "",
         "Rebuilt by the `report` stage from the study's outputs (`dvc repro` keeps it current). "
-        "Formulas: docs/math.md and FORMULAS; every number below is measured, none is tuned toward the papers.",
+        "Formulas: docs/math.md and docs/math.md; every number below is measured, none is tuned toward the papers.",
         "",
     ]
     body += setup_section(params)

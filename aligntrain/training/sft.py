@@ -6,7 +6,7 @@ objective (token-mean CE, or a sequence-level strategy loss from
 :mod:`aligntrain.objectives`).
 
 The strategy losses need the *summed* completion log-probability
-ℓ = log π(y*|x) per sequence (FORMULAS §2). TRL's fused LM head already returns
+ℓ = log π(y*|x) per sequence (docs/math.md §2). TRL's fused LM head already returns
 per-token log-probabilities with zeros on ignored positions, so the override is
 :meth:`StrategySFTTrainer.compute_loss`, which hands them to the objective (and
 the full logits to an objective that asks for them, and picks the batch among
