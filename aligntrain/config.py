@@ -263,7 +263,9 @@ class OracleGradientConfig(_Section):
     prompts: StrictInt = Field(16, ge=1, description="Test prompts probed (the first ones of data/test.parquet).")
     samples_per_prompt: StrictInt = Field(256, ge=2, description="Pool size M per prompt: the empirical policy.")
     budget: StrictInt = Field(16, ge=1, description="Test-time budget N of the target strategy.")
-    group_sizes: list[StrictInt] = Field([8, 16, 32, 64], min_length=1, description="Training group sizes n subsampled.")
+    group_sizes: list[StrictInt] = Field(
+        [8, 16, 32, 64], min_length=1, description="Training group sizes n subsampled."
+    )
     seeds: StrictInt = Field(5, ge=1, description="Subsampled groups per prompt and group size.")
     rules: list[str] | None = Field(
         None, description="RL variants (catalog names) whose rules are compared; None: every RL variant that fits."
@@ -280,21 +282,27 @@ class OracleGradientConfig(_Section):
 class SyntheticConfig(_Section):
     """The synthetic checks with known answers (docs/math.md §5)."""
 
-    bandit_actions: StrictInt = Field(100, ge=2, description="Tang bandit: actions (Tang et al., 'Optimizing Language Models for Inference Time Objectives using Reinforcement Learning', Fig. 1: 100).")
+    bandit_actions: StrictInt = Field(100, ge=2, description="Tang bandit: actions (Tang et al. Fig. 1: 100).")
     bandit_k: StrictInt = Field(4, ge=2, description="Tang bandit: samples per update k (Tang et al.: 4).")
     bandit_steps: StrictInt = Field(300, ge=1, description="Tang bandit: updates.")
     bandit_seeds: StrictInt = Field(16, ge=1, description="Tang bandit: independent bandits averaged.")
-    bandit_learning_rate: Real = Field(1.0, gt=0, description="Tang bandit: step size on the logits (Tang et al.: 1.0).")
-    tea_group_sizes: list[StrictInt] = Field([16, 32, 64, 128, 256], min_length=1, description="TEA Gaussian: group sizes n.")
+    bandit_learning_rate: Real = Field(
+        1.0, gt=0, description="Tang bandit: step size on the logits (Tang et al.: 1.0)."
+    )
+    tea_group_sizes: list[StrictInt] = Field(
+        [16, 32, 64, 128, 256], min_length=1, description="TEA Gaussian: group sizes n."
+    )
     tea_repetitions: StrictInt = Field(20000, ge=10, description="TEA Gaussian: groups drawn per n.")
-    tea_budget: StrictInt = Field(128, ge=2, description="TEA Gaussian: target best-of-N budget (Li, Qian & Mou, 'What should post-training optimize? A test-time scaling law perspective', App. E).")
+    tea_budget: StrictInt = Field(128, ge=2, description="TEA Gaussian: target best-of-N budget N (TEA App. E).")
     tea_alpha: Real = Field(0.25, gt=0, lt=1, description="TEA Gaussian: tail mass α.")
 
 
 class DiagnosticsConfig(_Section):
-    """The seeds' diagnostics (docs/math.md §4-5), run by the diagnose / oracle_gradient / synthetic stages."""
+    """The papers' diagnostics (docs/math.md §4-5), run by the diagnose / oracle_gradient / synthetic stages."""
 
-    budgets: list[StrictInt] = Field([4, 8, 16, 32], min_length=1, description="Budgets N of the efficiency diagnostic.")
+    budgets: list[StrictInt] = Field(
+        [4, 8, 16, 32], min_length=1, description="Budgets N of the efficiency diagnostic."
+    )
     tail_fraction: Real = Field(0.25, gt=0, lt=1, description="Upper-tail share α of each pool in the QQ fit.")
     majority_consensus: Real = Field(
         0.4, gt=0, le=1,

@@ -540,7 +540,9 @@ def contrastive_hybrid_loss(token_ce: Tensor, margin: Tensor, mix: float = 0.5) 
     """
     mix = check_real(mix, "mix", low=0, high=1)
     if token_ce.shape != margin.shape:
-        raise ValueError(f"token_ce and margin must have the same shape, got {tuple(token_ce.shape)} and {tuple(margin.shape)}")
+        raise ValueError(
+            f"token_ce and margin must have the same shape, got {tuple(token_ce.shape)} and {tuple(margin.shape)}"
+        )
     return (1.0 - mix) * token_ce + mix * margin
 
 

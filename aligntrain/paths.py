@@ -66,7 +66,7 @@ class StudyPaths:
         return self.root / "reports"
 
     def diagnostics(self, name: str) -> Path:
-        """Tables of one diagnostic stage: ``diagnoses/<variant>``, ``diagnoses/oracle_gradient``, ``diagnoses/synthetic``."""
+        """Tables of one diagnostic stage: ``diagnoses/<variant>``, ``/oracle_gradient`` or ``/synthetic``."""
         return self.root / "diagnoses" / name
 
     def diagnostics_metrics(self, name: str) -> Path:

@@ -25,7 +25,6 @@ from aligntrain.advantages.answers import answer_classes
 from aligntrain.advantages.baselines import group_normalized_advantage
 from aligntrain.advantages.registry import RuleContext, RuleOptions, register_rule
 from aligntrain.advantages.state import RewardHistory
-from aligntrain.options import Real
 from aligntrain.losses import (
     cat_best_of_n_rl_weight,
     cat_majority_rl_weight,
@@ -34,6 +33,7 @@ from aligntrain.losses import (
     empirical_success_probability,
     sequence_success_probability,
 )
+from aligntrain.options import Real
 
 #: the global-history quantile is clamped to this interval (CAT eq. 105)
 HISTORY_QUANTILE_BOUNDS = (0.001, 0.999)

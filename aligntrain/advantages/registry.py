@@ -76,7 +76,8 @@ class RuleOptions(Options):
         super().__init_subclass__(**kwargs)
         unknown = set(cls.requires) - set(CONTEXT_KEYS)
         if unknown:
-            raise ValueError(f"rule {cls.__dict__.get('name', cls.__name__)!r}: requires unknown context {sorted(unknown)}")
+            name = cls.__dict__.get("name", cls.__name__)
+            raise ValueError(f"rule {name!r}: requires unknown context {sorted(unknown)}")
 
     def advantages(self, rewards: Tensor, context: RuleContext) -> Tensor:  # pragma: no cover - overridden
         """Advantages (G, n) of ``rewards`` (G, n); called without gradient tracking, context checked."""

@@ -20,7 +20,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import numpy as np
 import torch
@@ -35,7 +35,7 @@ from aligntrain.options import Real
 MIN_TAIL_SCALE = 1e-8
 
 
-@lru_cache(maxsize=None)
+@cache
 def expected_max_standard_normal(n: int) -> float:
     """e_N = E[max of N iid N(0, 1)] = ∫ x N φ(x) Φ(x)^{N−1} dx, by adaptive quadrature.
 

@@ -69,7 +69,7 @@ def markdown_table(table: pd.DataFrame, strategy: str, baseline: str) -> str:
     sub = table[table.strategy == strategy]
     ks = sorted(sub.k.unique())
     lines = [
-        f"| variant | " + " | ".join(f"{strategy}@{k}" for k in ks) + " |",
+        "| variant | " + " | ".join(f"{strategy}@{k}" for k in ks) + " |",
         "|---|" + "---|" * len(ks),
     ]
     for variant, group in sub.groupby("variant", sort=False):

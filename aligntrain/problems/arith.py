@@ -64,9 +64,7 @@ import random
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar
-
 
 from aligntrain import verify
 from aligntrain.options import Options

@@ -95,7 +95,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, ClassVar
 
-
 from aligntrain.options import Options
 from aligntrain.problems import rows
 from aligntrain.validation import check_choices, check_int, check_probability

@@ -95,7 +95,8 @@ def sample_completions(
         seq_logp = (token_logp * valid).sum(dim=1)
         lengths = valid.sum(dim=1)
         finished = is_eos.any(dim=1)
-        decoded = tokenizer.batch_decode(new_tokens.masked_fill(~valid, tokenizer.pad_token_id), skip_special_tokens=True)
+        padded = new_tokens.masked_fill(~valid, tokenizer.pad_token_id)
+        decoded = tokenizer.batch_decode(padded, skip_special_tokens=True)
         rows = zip(batch, decoded, seq_logp.tolist(), lengths.tolist(), finished.tolist(), new_tokens.tolist())
         for (p, s), text, lp, n, fin, ids in rows:
             out.append(Completion(p, s, text, lp, n, fin, tuple(ids[:n])))

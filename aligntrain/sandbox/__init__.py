@@ -161,7 +161,7 @@ def _run(program: str, tests: list[tuple[str, str]], *, isolate: bool, timeout_s
     return results + _errors(len(tests) - len(results), why)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _probe() -> str:
     """'' if the namespace sandbox works here, else why not (cached per process)."""
     [res] = _run("print('ok')", [("", "ok")], isolate=True, timeout_s=10.0, memory_mb=256,
@@ -194,7 +194,9 @@ def run_tests(program: str, tests: Sequence[tuple[str, str]], *, timeout_s: floa
         return []
     isolate = True
     if allow_unsandboxed and (why := _probe()):
-        warnings.warn(f"aligntrain sandbox unavailable ({why}); running WITHOUT namespaces", RuntimeWarning)
+        warnings.warn(
+            f"aligntrain sandbox unavailable ({why}); running WITHOUT namespaces", RuntimeWarning, stacklevel=2
+        )
         isolate = False
     return _run(program, tests, isolate=isolate, timeout_s=timeout_s, memory_mb=memory_mb,
                 max_output_bytes=max_output_bytes, max_procs=max_procs, tmp_mb=tmp_mb, python=python)

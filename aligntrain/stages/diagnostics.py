@@ -96,7 +96,9 @@ def diagnose_variant(params: Params, paths: StudyPaths, variant: str, test_rows:
 
     efficiency = pd.concat(
         [
-            pool_efficiencies(pool, cfg.budgets, strategy, gold if strategy == "majority" else None, seed=params.study.seed)
+            pool_efficiencies(
+                pool, cfg.budgets, strategy, gold if strategy == "majority" else None, seed=params.study.seed
+            )
             for strategy in efficiency_strategies(binary)
         ],
         ignore_index=True,

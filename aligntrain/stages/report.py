@@ -62,12 +62,14 @@ def setup_section(params: Params) -> list[str]:
         f"of {p.train.batch_size} at lr {p.train.learning_rate:g}."
         + (
             f" RL variants: {rl.steps} steps of {rl.batch_size} completions ({rl.batch_size // rl.num_generations} "
-            f"prompts × n = {rl.num_generations}) at lr {rl.learning_rate:g}, β = {rl.beta:g}, temperature {rl.temperature:g}."
+            f"prompts × n = {rl.num_generations}) at lr {rl.learning_rate:g}, β = {rl.beta:g}, "
+            f"temperature {rl.temperature:g}."
             if rl
             else ""
         ),
-        f"Evaluation: {p.rollouts.samples_per_prompt} samples per test prompt at temperature {p.rollouts.temperature:g}; "
-        f"unbiased estimators over the pool (docs/math.md §1); intervals are {int(100 * p.evaluate.confidence)}% paired "
+        f"Evaluation: {p.rollouts.samples_per_prompt} samples per test prompt at temperature "
+        f"{p.rollouts.temperature:g}; unbiased estimators over the pool (docs/math.md §1); intervals are "
+        f"{int(100 * p.evaluate.confidence)}% paired "
         f"prompt-bootstrap intervals ({p.evaluate.bootstrap_resamples} resamples).",
         "",
     ]
@@ -180,7 +182,8 @@ def efficiency_section(params: Params, paths: StudyPaths) -> list[str]:
     fig, axes = plt.subplots(len(strategies), 2, figsize=(10, 3.2 * len(strategies)), squeeze=False)
     rows = []
     for s_index, strategy in enumerate(strategies):
-        for col, (column, label) in enumerate((("efficiency", "D/a_t (docs/math.md §4)"), ("paper_ratio", "a_t/(a_t+C) (CAT Fig. 9)"))):
+        panels = (("efficiency", "D/a_t (docs/math.md §4)"), ("paper_ratio", "a_t/(a_t+C) (CAT Fig. 9)"))
+        for col, (column, label) in enumerate(panels):
             ax = axes[s_index, col]
             positions = np.arange(len(budgets))
             width = 0.8 / len(tables)
@@ -308,7 +311,8 @@ def tails_section(params: Params, paths: StudyPaths) -> list[str]:
     rows = []
     for v in params.run_variants:
         t = _json(paths.diagnostics_metrics(v))["tails"]
-        rows.append((f"`{v}`", int(t["prompts"]), _fmt(t["median"]), _fmt(t["mean"]), _fmt(t["p10"]), _fmt(t["share_ge_095"])))
+        quantiles = (_fmt(t["median"]), _fmt(t["mean"]), _fmt(t["p10"]), _fmt(t["share_ge_095"]))
+        rows.append((f"`{v}`", int(t["prompts"]), *quantiles))
     first = params.run_variants[0]
     fits = pd.read_parquet(paths.diagnostics(first) / "tails.parquet")
     if not np.isfinite(fits.r2).any():
@@ -427,7 +431,8 @@ def alignment_section(params: Params, table: pd.DataFrame) -> list[str]:
         curve = {v: passes[passes.variant == v].set_index("k")["mean"].reindex(ks).to_numpy() for v in (small, large)}
         measured = crossover_budget(ks, curve[small], curve[large])
         rows.append((f"`{small}` (N = {trained[small]})", f"`{large}` (N = {trained[large]})",
-                     predicted if predicted is not None else "none", measured if measured is not None else f"none ≤ {ks[-1]}"))
+                     predicted if predicted is not None else "none",
+                     measured if measured is not None else f"none ≤ {ks[-1]}"))
     return lines + _table(["smaller N", "larger N", "predicted k′", "measured k′"], rows) + [
         "",
         "Read: Γ(N, k) scores how well training at N aligns with testing at k; the predicted crossover is the first "
@@ -456,11 +461,13 @@ def synthetic_section(params: Params, paths: StudyPaths) -> list[str]:
             r = group[group.step == step].iloc[0]
             cells += [_fmt(r.mean_reward, 2), _fmt(r.pass_at_k, 2), _fmt(r.kl, 2)]
         rows.append(cells)
-    header = ["method"] + [f"{m} @ step {s}" for s in (early, steps[-1]) for m in ("mean r", f"pass@{cfg.bandit_k}", "KL")]
+    measures = ("mean r", f"pass@{cfg.bandit_k}", "KL")
+    header = ["method"] + [f"{m} @ step {s}" for s in (early, steps[-1]) for m in measures]
     grows = []
     for estimator, group in gaussian.groupby("estimator", sort=False):
         group = group.sort_values("n")
-        grows.append([f"`{estimator}`"] + [f"{100 * r.rel_bias_norm:.1f}% / {r.rel_std:.2f}" for r in group.itertuples()])
+        cells = [f"{100 * r.rel_bias_norm:.1f}% / {r.rel_std:.2f}" for r in group.itertuples()]
+        grows.append([f"`{estimator}`"] + cells)
     ns = sorted(gaussian.n.unique())
     final = averaged[averaged.step == steps[-1]].set_index("method")
     leader = final.pass_at_k.idxmax()
@@ -474,7 +481,8 @@ def synthetic_section(params: Params, paths: StudyPaths) -> list[str]:
         *_table(header, rows),
         "",
         f"Read: {cfg.bandit_actions} arms with N(0, 1) rewards, softmax from uniform, k = {cfg.bandit_k} samples per "
-        f"update at step size {cfg.bandit_learning_rate:g}, {cfg.bandit_seeds} bandits averaged. Highest pass@k at the end: "
+        f"update at step size {cfg.bandit_learning_rate:g}, {cfg.bandit_seeds} bandits averaged. "
+        "Highest pass@k at the end: "
         f"`{leader}`. Tang et al. report the k-sample estimators reaching higher pass@k at lower KL than mean PG.",
         "",
         "### TEA Gaussian tail (TEA App. E, Table 15)",

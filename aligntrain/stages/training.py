@@ -15,17 +15,17 @@ from transformers import TrainerCallback
 
 from aligntrain.config import OptimConfig, Params
 from aligntrain.io import fingerprint
-from aligntrain.models import build_char_tokenizer, build_tiny_llama, load_model_and_tokenizer
-from aligntrain.models import save_model_and_tokenizer
+from aligntrain.models import build_char_tokenizer, build_tiny_llama, load_model_and_tokenizer, save_model_and_tokenizer
+from aligntrain.objectives import CrossEntropy, ObjectiveOptions
 from aligntrain.paths import StudyPaths
 from aligntrain.problems import get_problem
 from aligntrain.training.sft import train_sft
-from aligntrain.objectives import CrossEntropy, ObjectiveOptions
 
 
 def _checkpoint_dir(paths: StudyPaths, stage: str, *config) -> str:
     # Keyed by the config, so a re-run after a parameter change never resumes a stale run.
-    return str(paths.checkpoints(f"{stage}-{fingerprint([c.model_dump() if hasattr(c, 'model_dump') else c for c in config])}"))
+    dumped = [c.model_dump() if hasattr(c, "model_dump") else c for c in config]
+    return str(paths.checkpoints(f"{stage}-{fingerprint(dumped)}"))
 
 
 def _fit(
@@ -49,7 +49,9 @@ def _fit(
         tokenizer,
         rows,
         optim,
-        _checkpoint_dir(paths, stage, optim, objective, params.model, params.problem, params.study.seed, init_fingerprint),
+        _checkpoint_dir(
+            paths, stage, optim, objective, params.model, params.problem, params.study.seed, init_fingerprint
+        ),
         objective=objective,
         eval_rows=eval_rows,
         max_length=params.model.max_length,

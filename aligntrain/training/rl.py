@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 import trl

@@ -31,6 +31,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallba
 from trl import SFTConfig, SFTTrainer
 
 from aligntrain.config import OptimConfig
+from aligntrain.objectives import CrossEntropy, ObjectiveOptions, ScoredBatch
 from aligntrain.training.schedule import (
     AtomicCheckpoints,
     finish_run,
@@ -38,7 +39,6 @@ from aligntrain.training.schedule import (
     run_metrics,
     schedule_arguments,
 )
-from aligntrain.objectives import CrossEntropy, ObjectiveOptions, ScoredBatch
 
 
 class StrategySFTTrainer(AtomicCheckpoints, SFTTrainer):
