@@ -67,7 +67,10 @@ worker: venv                  ## a worker of POOL in this checkout; one stage at
 submit: venv                  ## the committed study on the agents; ends with `dvc repro --pull` here
 	python flows/study.py --agents --gpu-pool gpu --concurrency 4
 
+# The linter and formatter first (seconds), then the tests.
 test: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -q
 
 bench: venv

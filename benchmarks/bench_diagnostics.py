@@ -68,8 +68,8 @@ def bench_scores() -> list[tuple]:
     rows = []
     for m in (64, 256):
         completions = [rng.choice(vocab, int(rng.integers(20, 41))).tolist() for _ in range(m)]
-        fast = cpu_time(lambda: last_block_scores(model, tokenizer, prompt, completions))
-        slow = cpu_time(lambda: loop_scores(model, prompt_ids, completions), repeats=1)
+        fast = cpu_time(lambda c=completions: last_block_scores(model, tokenizer, prompt, c))
+        slow = cpu_time(lambda c=completions: loop_scores(model, prompt_ids, c), repeats=1)
         a = last_block_scores(model, tokenizer, prompt, completions)
         b = loop_scores(model, prompt_ids, completions)
         error = float((a - b).abs().max() / b.abs().max())
@@ -90,7 +90,8 @@ def synthetic_pool(prompts: int = 200, samples: int = 64, seed: int = 0) -> pd.D
         draws = rng.choice(len(weights), samples, p=weights / weights.sum())
         for d in draws:
             cls = None if d == len(weights) - 1 else str(d)
-            records.append({"prompt_id": f"p{p}", "answer_class": cls, "correct": cls == "0", "reward": float(cls == "0")})
+            correct = cls == "0"
+            records.append({"prompt_id": f"p{p}", "answer_class": cls, "correct": correct, "reward": float(correct)})
     return pd.DataFrame.from_records(records)
 
 

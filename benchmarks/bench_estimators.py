@@ -129,8 +129,8 @@ def main() -> None:
     for name in distributions:
         errors = []
         for index, pool in enumerate(pools[name]):
-            exact_timings[(name, index)] = median_timing(lambda: maj_at_k_curve(pool, 0, KS))
-            mc_timings[(name, index)] = median_timing(lambda: monte_carlo_curve(pool, seed=index))
+            exact_timings[(name, index)] = median_timing(lambda pool=pool: maj_at_k_curve(pool, 0, KS))
+            mc_timings[(name, index)] = median_timing(lambda pool=pool, i=index: monte_carlo_curve(pool, seed=i))
             exact_curves[(name, index)] = maj_at_k_curve(pool, 0, KS)
             estimates = np.array(monte_carlo_curve(pool, seed=index))
             errors.append(np.max(np.abs(estimates - exact_curves[(name, index)])))
@@ -151,9 +151,9 @@ def main() -> None:
     print(header)
     print("-" * len(header))
     for k in SINGLE_KS:
-        exact_single = [median_timing(lambda: maj_at_k(pool, 0, k)) for _, _, pool in all_pools]
+        exact_single = [median_timing(lambda pool=pool, k=k: maj_at_k(pool, 0, k)) for _, _, pool in all_pools]
         mc_single = [
-            median_timing(lambda: maj_at_k_monte_carlo(pool, 0, k, draws=MC_DRAWS, rng=index))
+            median_timing(lambda pool=pool, k=k, i=index: maj_at_k_monte_carlo(pool, 0, k, draws=MC_DRAWS, rng=i))
             for _, index, pool in all_pools
         ]
         cpu_ratios = np.array([m.cpu / e.cpu for e, m in zip(exact_single, mc_single)])
@@ -177,7 +177,8 @@ def main() -> None:
         for name, index, pool in all_pools:
             p = exact_curves[(name, index)][column]
             needed = math.ceil(p * (1 - p) / TARGET_STDERR**2)
-            per_draw = median_timing(lambda: maj_at_k_monte_carlo(pool, 0, k, draws=MC_DRAWS, rng=0), 5).cpu / MC_DRAWS
+            draws = lambda pool=pool, k=k: maj_at_k_monte_carlo(pool, 0, k, draws=MC_DRAWS, rng=0)  # noqa: E731
+            per_draw = median_timing(draws, 5).cpu / MC_DRAWS
             seconds_per_pool[(name, index)] += needed * per_draw
             variances.append(p * (1 - p))
             draws.append(needed)

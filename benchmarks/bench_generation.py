@@ -38,7 +38,8 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     problem = get_problem("arith")
-    rows = problem.generate_splits({"train": 1, "validation": 1, "test": args.prompts}, levels=[1, 2, 3, 4, 5], seed=0)["test"]
+    sizes = {"train": 1, "validation": 1, "test": args.prompts}
+    rows = problem.generate_splits(sizes, levels=[1, 2, 3, 4, 5], seed=0)["test"]
     prompts = [r["prompt"] for r in rows]
     if args.model:
         model, tokenizer = load_model_and_tokenizer(args.model)
@@ -65,7 +66,8 @@ def main() -> None:
 
     print(f"model: {args.model or 'random tiny Llama (128 wide, 4 layers)'}; torch threads: {torch.get_num_threads()}")
     print(f"{'mode':<28}{'completions':>12}{'tokens':>10}{'seconds':>10}{'tokens/s':>12}")
-    print(f"{'batched (bs=%d)' % args.batch_size:<28}{len(batched):>12}{_tokens(batched):>10}{batched_s:>10.2f}{batched_tps:>12.0f}")
+    batched_label = f"batched (bs={args.batch_size})"
+    print(f"{batched_label:<28}{len(batched):>12}{_tokens(batched):>10}{batched_s:>10.2f}{batched_tps:>12.0f}")
     print(f"{'one prompt at a time':<28}{len(single):>12}{_tokens(single):>10}{single_s:>10.2f}{single_tps:>12.0f}")
     print(f"throughput ratio batched / one-at-a-time: {batched_tps / single_tps:.1f}x")
 

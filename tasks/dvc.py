@@ -38,7 +38,6 @@ from prefect.cache_policies import NO_CACHE
 
 from tasks.workspace import Workspace
 
-
 STAGE_BIN_ENV = "ALIGNTRAIN_STAGE_BIN"
 """Folder of the ``aligntrain`` executable the stages run (default: whatever PATH finds)."""
 

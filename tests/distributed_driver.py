@@ -40,10 +40,10 @@ import aligntrain.training.sft as sft
 from aligntrain.advantages import RewardHistory, compute_advantages
 from aligntrain.config import OptimConfig, RLConfig
 from aligntrain.models import build_char_tokenizer, build_tiny_llama
+from aligntrain.objectives import PassAtN
 from aligntrain.problems import get_problem
 from aligntrain.training.rl import StrategyGRPOTrainer, safe_reward_fn, train_rl
 from aligntrain.training.sft import StrategySFTTrainer, train_sft
-from aligntrain.objectives import PassAtN
 
 N = 4  # rollouts per prompt (group size) in every RL scenario
 SFT_BATCH, SFT_STEPS, SFT_N = 2, 3, 4

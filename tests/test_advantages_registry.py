@@ -13,8 +13,8 @@ from aligntrain.advantages import (
     compute_advantages,
     get_rule,
     list_rules,
-    register_rule,
     parse_rule,
+    register_rule,
 )
 from aligntrain.advantages.registry import RuleOptions
 

@@ -8,7 +8,7 @@ is μ + σ e_N, so the target of (1/α)·E[(1/n) Σ A_i S_i] is (1, e_N).
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import cache
 
 import mpmath
 import pytest
@@ -142,7 +142,7 @@ def test_prefix_tea_combines_prefix_scores_with_weights_and_scaling():
 # --------------------------------------------------------------------------- Monte Carlo bias
 
 
-@lru_cache(maxsize=None)
+@cache
 def monte_carlo(rule: str, n: int, groups: int, **options) -> tuple[torch.Tensor, torch.Tensor]:
     """(1/α)·(1/n)Σ A_i S_i averaged over ``groups`` N(0,1) groups: (mean, standard error)."""
     rewards = torch.randn(groups, n, generator=torch.Generator().manual_seed(20260 + n), dtype=torch.float64)

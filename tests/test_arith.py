@@ -19,8 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from aligntrain.problems import PROBLEMS, Problem, get_problem
-from aligntrain.problems import arith
+from aligntrain.problems import PROBLEMS, Problem, arith, get_problem
 from aligntrain.problems.arith import (
     ALPHABET,
     MAX_EXAMPLE_CHARS,

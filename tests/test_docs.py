@@ -102,3 +102,19 @@ def test_aligntrain_list_shows_every_registry_with_typed_options():
     assert "budget" in pkpo and "int, ≥ 1; default required" in pkpo
     unknown = runner.invoke(app, ["list", "rules", "nope"])
     assert unknown.exit_code == 2 and "unknown advantage rule 'nope'" in unknown.output
+
+
+def test_the_wheel_installs_one_top_level_package(tmp_path):
+    """flows/ and tasks/ are folders of the repository, loaded by path; the wheel must not shadow anyone's."""
+    import sys
+    import zipfile
+
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(ROOT)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = tmp_path.glob("aligntrain-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    top_level = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
+    assert top_level == {"aligntrain"}

@@ -14,8 +14,8 @@ from transformers import TrainerCallback
 
 from aligntrain.config import OptimConfig
 from aligntrain.losses import majority_weight, pass_at_n_weight
-from aligntrain.training.sft import StrategySFTTrainer, _sft_config, step_seed, train_sft
 from aligntrain.objectives import ContrastiveMargin, MajorityVote, ObjectiveOptions, PassAtN
+from aligntrain.training.sft import StrategySFTTrainer, _sft_config, step_seed, train_sft
 
 
 def _completion_logp(model, tokenizer, row) -> torch.Tensor:
