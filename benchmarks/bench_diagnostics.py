@@ -115,8 +115,10 @@ def main() -> None:
         print(f"{m:>5} {fast:>8.2f} {slow:>8.2f} {ratio:>9.1f}x {error:>13.1e}")
     exact, mc, diff = bench_efficiency()
     print("\n(b) majority diagonal efficiency, 200 prompts x 64 answers, N in {4, 8, 16, 32}")
-    print(f"exact DP {exact:.2f} s, Monte Carlo (5000 draws) {mc:.2f} s: {mc / exact:.1f}x; "
-          f"max |MC - exact| efficiency {diff:.3f}")
+    print(
+        f"exact DP {exact:.2f} s, Monte Carlo (5000 draws) {mc:.2f} s: {mc / exact:.1f}x; "
+        f"max |MC - exact| efficiency {diff:.3f}"
+    )
 
 
 if __name__ == "__main__":

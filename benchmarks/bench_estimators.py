@@ -184,8 +184,7 @@ def main() -> None:
             draws.append(needed)
             seconds.append(needed * per_draw)
         print(
-            f"{k:>4} {np.mean(variances):>12.4f} {np.mean(draws):>13,.0f} {max(draws):>12,} "
-            f"{np.mean(seconds):>19.3f} s"
+            f"{k:>4} {np.mean(variances):>12.4f} {np.mean(draws):>13,.0f} {max(draws):>12,} {np.mean(seconds):>19.3f} s"
         )
     mc_total = float(np.median(list(seconds_per_pool.values())))
     exact_total = median_over(list(exact_timings.values())).cpu

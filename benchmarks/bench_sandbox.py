@@ -30,7 +30,7 @@ PROGRAM = "print(sum(map(int, input().split())))"
 TEST = ("1 2\n", "3\n")
 REPEATS = 30
 POOL_JOBS = 60
-PYTHON = os.path.realpath(sys.executable)   # the interpreter run_tests uses by default
+PYTHON = os.path.realpath(sys.executable)  # the interpreter run_tests uses by default
 
 
 def bare(flags: tuple[str, ...] = ("-I", "-S")) -> None:
@@ -61,8 +61,7 @@ def throughput(submit_all) -> float:
 
 def main() -> None:
     workers = os.cpu_count() or 1
-    print(f"python {platform.python_version()} ({PYTHON}), {workers} CPU cores, "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(f"python {platform.python_version()} ({PYTHON}), {workers} CPU cores, load average {os.getloadavg()[0]:.1f}")
 
     base = median_s(bare)
     base_site = median_s(lambda: bare(("-I",)))
@@ -79,12 +78,20 @@ def main() -> None:
 
     rows = [
         ("(a) one program, one test", f"{1000 * one:.1f} ms", f"{1000 * base:.1f} ms", f"{one / base:.2f}x"),
-        ("(a) same, baseline with site", f"{1000 * one:.1f} ms", f"{1000 * base_site:.1f} ms",
-         f"{one / base_site:.2f}x"),
+        (
+            "(a) same, baseline with site",
+            f"{1000 * one:.1f} ms",
+            f"{1000 * base_site:.1f} ms",
+            f"{one / base_site:.2f}x",
+        ),
         ("(a) overhead per program", f"{1000 * (one - base):.1f} ms", "", ""),
         ("(b) each further test", f"{1000 * marginal:.1f} ms", f"{1000 * base:.1f} ms", f"{marginal / base:.2f}x"),
-        (f"(c) programs/s, {workers} workers", f"{sandbox_rate:.1f}/s", f"{bare_rate:.1f}/s",
-         f"{bare_rate / sandbox_rate:.2f}x slower"),
+        (
+            f"(c) programs/s, {workers} workers",
+            f"{sandbox_rate:.1f}/s",
+            f"{bare_rate:.1f}/s",
+            f"{bare_rate / sandbox_rate:.2f}x slower",
+        ),
     ]
     print(f"| {'measure':<32} | {'sandbox':>12} | {'bare -I -S':>12} | {'ratio':>12} |")
     print(f"|{'-' * 34}|{'-' * 14}|{'-' * 14}|{'-' * 14}|")

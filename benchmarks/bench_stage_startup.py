@@ -44,10 +44,12 @@ def main() -> None:
         rows = {
             "python -c pass (baseline)": _time([sys.executable, "-c", "pass"], args.repeats),
             "aligntrain train --help": _time([str(BIN / "aligntrain"), "train", "--help"], args.repeats),
-            "aligntrain prepare (stops at validation)": _time([str(BIN / "aligntrain"), "prepare", "--root", tmp],
-                                                              args.repeats),
-            "import prefect (flow, task)": _time([sys.executable, "-c", "from prefect import flow, task"],
-                                                 args.repeats),
+            "aligntrain prepare (stops at validation)": _time(
+                [str(BIN / "aligntrain"), "prepare", "--root", tmp], args.repeats
+            ),
+            "import prefect (flow, task)": _time(
+                [sys.executable, "-c", "from prefect import flow, task"], args.repeats
+            ),
         }
     base = rows["python -c pass (baseline)"]
     print(f"{'command':44s} {'median s':>9s} {'x baseline':>11s}")

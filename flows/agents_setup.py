@@ -53,8 +53,11 @@ def create_zombie_automation(timeout_s: float) -> Automation:
             threshold=1,
             within=timedelta(seconds=timeout_s),
         ),
-        actions=[ChangeFlowRunState(state=StateType.CRASHED,
-                                    message=f"no heartbeat for {timeout_s:.0f} s: the worker running it was lost")],
+        actions=[
+            ChangeFlowRunState(
+                state=StateType.CRASHED, message=f"no heartbeat for {timeout_s:.0f} s: the worker running it was lost"
+            )
+        ],
     ).create()
 
 

@@ -25,8 +25,9 @@ from tasks.workspace import WORKSPACES_ENV  # noqa: E402
 
 
 @flow(name="stage", log_prints=True)
-def stage_flow(stage: str, repo_url: str, commit: str, study_id: str, remote_url: str,
-               env: dict[str, str] | None = None) -> str:
+def stage_flow(
+    stage: str, repo_url: str, commit: str, study_id: str, remote_url: str, env: dict[str, str] | None = None
+) -> str:
     """Run ``stage`` of the study at ``commit``: inputs from and outputs to the DVC remote ``remote_url``.
 
     ``env`` carries the study's MLflow settings (``MLFLOW_TRACKING_URI``,
@@ -37,5 +38,6 @@ def stage_flow(stage: str, repo_url: str, commit: str, study_id: str, remote_url
     stage_env = dict(env or {})
     # Checkpoints outlive the workspace: a retry of this stage here resumes from them.
     stage_env.setdefault(CHECKPOINT_ROOT_ENV, os.environ.get(CHECKPOINT_ROOT_ENV, str(checkout / "checkpoints")))
-    return run_stage_in_clone(stage, repo_url, commit, study_id, remote_url, stage_env, workspaces,
-                              str(checkout / ".dvc" / "cache"))
+    return run_stage_in_clone(
+        stage, repo_url, commit, study_id, remote_url, stage_env, workspaces, str(checkout / ".dvc" / "cache")
+    )

@@ -124,8 +124,13 @@ def study_flow(
     todo = downstream_closure(order, upstream, changed)
     in_checkout = set(downstream_closure(order, upstream, unrestorable))
     dispatched = [name for name in todo if name not in in_checkout]
-    log.info("%d of %d stages to run: %s; in the checkout at the end: %s", len(todo), len(order),
-             ", ".join(dispatched) or "none", ", ".join(n for n in todo if n in in_checkout) or "none")
+    log.info(
+        "%d of %d stages to run: %s; in the checkout at the end: %s",
+        len(todo),
+        len(order),
+        ", ".join(dispatched) or "none",
+        ", ".join(n for n in todo if n in in_checkout) or "none",
+    )
 
     study_id = uuid.uuid4().hex[:12]
     env: dict[str, str] = {"MLFLOW_TRACKING_URI": tracking.tracking_uri(checkout)}
@@ -140,13 +145,15 @@ def study_flow(
 
     status = "FAILED"
     try:
+
         def submit(address: str):
             if not agents:
                 task = run_stage_in_workspace.with_options(retries=retries, retry_delay_seconds=2)
                 return task.submit(address, str(checkout), study_id, env)
             pool = gpu_pool if gpu_pool and get_stage(stage_name(address)).accelerator else cpu_pool
-            parameters = dict(stage=address, repo_url=repo_url, commit=commit, study_id=study_id,
-                              remote_url=remote_url, env=env)
+            parameters = dict(
+                stage=address, repo_url=repo_url, commit=commit, study_id=study_id, remote_url=remote_url, env=env
+            )
             task = run_stage_on_agent.with_options(retries=retries, retry_delay_seconds=2)
             return task.submit(address, pool, parameters, start_deadline_s)
 
@@ -208,8 +215,10 @@ def _agent_settings(checkout: Path, repo_url: str | None) -> tuple[str, str, str
     if dirty:
         raise RuntimeError(f"agents run a commit: commit (and push) these changes first:\n{dirty}")
     if not tracking.tracking_uri(checkout).startswith(("http://", "https://")):
-        raise RuntimeError("agents log to one MLflow tracking server: set MLFLOW_TRACKING_URI to its URL "
-                           "(`make mlflow-server`), not a local store")
+        raise RuntimeError(
+            "agents log to one MLflow tracking server: set MLFLOW_TRACKING_URI to its URL "
+            "(`make mlflow-server`), not a local store"
+        )
     remote_url = _dvc_remote_url(checkout)
     if not remote_url:
         raise RuntimeError("agents exchange outputs through a DVC remote: set one (`dvc remote add -d study <url>`)")
@@ -231,9 +240,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     runner = ThreadPoolTaskRunner(max_workers=max(args.concurrency, 1))
     run = study_flow.with_options(task_runner=runner)
-    kwargs = dict(root=args.root, concurrency=args.concurrency, agents=args.agents, cpu_pool=args.cpu_pool,
-                  gpu_pool=args.gpu_pool, retries=args.retries, start_deadline_s=args.start_deadline_s,
-                  repo_url=args.repo_url)
+    kwargs = dict(
+        root=args.root,
+        concurrency=args.concurrency,
+        agents=args.agents,
+        cpu_pool=args.cpu_pool,
+        gpu_pool=args.gpu_pool,
+        retries=args.retries,
+        start_deadline_s=args.start_deadline_s,
+        repo_url=args.repo_url,
+    )
     if os.environ.get("PREFECT_API_URL"):
         run(**kwargs)
         return 0

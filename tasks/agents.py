@@ -46,10 +46,15 @@ def run_stage_on_agent(stage: str, pool: str, parameters: dict, start_deadline_s
     log = get_run_logger()
     online = _online_workers(pool)
     if not online:
-        log.warning("stage %s needs work pool %r, which has no online worker; waiting up to %.0f s for one",
-                    stage, pool, start_deadline_s)
-    run = run_deployment(f"{STAGE_FLOW}/{pool}", parameters=parameters, timeout=0, as_subflow=False,
-                         flow_run_name=f"{stage}")
+        log.warning(
+            "stage %s needs work pool %r, which has no online worker; waiting up to %.0f s for one",
+            stage,
+            pool,
+            start_deadline_s,
+        )
+    run = run_deployment(
+        f"{STAGE_FLOW}/{pool}", parameters=parameters, timeout=0, as_subflow=False, flow_run_name=f"{stage}"
+    )
     log.info("stage %s submitted to pool %r as flow run %s", stage, pool, run.id)
     started = time.monotonic()
     while True:
@@ -65,4 +70,3 @@ def run_stage_on_agent(stage: str, pool: str, parameters: dict, start_deadline_s
                 f"({_online_workers(pool)} online); start one with `make worker POOL={pool}`"
             )
         time.sleep(poll_s)
-

@@ -84,8 +84,14 @@ def run_dvc(args: list[str], cwd: Path, env: Mapping[str, str] | None = None, lo
     if _stopping.is_set():
         raise StageFailed("the study is stopping: no new stage starts")
     proc = subprocess.Popen(
-        [dvc_bin(), *args], cwd=cwd, env=dict(env or os.environ), stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, bufsize=1, start_new_session=True,
+        [dvc_bin(), *args],
+        cwd=cwd,
+        env=dict(env or os.environ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+        start_new_session=True,
     )
     with _live_lock:
         _live.add(proc)
@@ -200,8 +206,16 @@ def check_remote(url: str) -> None:
 
 
 @task(name="dvc-stage-on-agent", cache_policy=NO_CACHE)
-def run_stage_in_clone(stage: str, repo_url: str, commit: str, study_id: str, remote_url: str,
-                       env: dict[str, str], workspaces: str, cache_dir: str) -> str:
+def run_stage_in_clone(
+    stage: str,
+    repo_url: str,
+    commit: str,
+    study_id: str,
+    remote_url: str,
+    env: dict[str, str],
+    workspaces: str,
+    cache_dir: str,
+) -> str:
     """One stage on an agent: clone the commit, pull inputs, run, push outputs and the run-cache."""
     log = get_run_logger()
     check_remote(remote_url)

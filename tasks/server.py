@@ -53,7 +53,9 @@ def local_prefect_server(checkout: Path, timeout_s: float = 120) -> Iterator[str
         [str(prefect), "server", "start", "--host", "127.0.0.1", "--port", str(port), "--no-services"],
         cwd=checkout,  # the project's prefect.toml: no telemetry
         env={**os.environ, "PREFECT_HOME": str(home)},
-        stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True,
+        stdout=open(log, "w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
         _wait_healthy(url, server, log, timeout_s)

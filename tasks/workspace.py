@@ -65,8 +65,9 @@ class Workspace:
         return cls(path)
 
     @classmethod
-    def clone_of(cls, repo_url: str, commit: str, root: Path, study_id: str, stage: str, cache_dir: Path,
-                 remote_url: str) -> Workspace:
+    def clone_of(
+        cls, repo_url: str, commit: str, root: Path, study_id: str, stage: str, cache_dir: Path, remote_url: str
+    ) -> Workspace:
         """A clone of the study's commit on an agent, with the agent's cache and the study's remote."""
         path = _fresh(cls.folder(root, study_id, stage))
         git(["clone", "--quiet", "--no-checkout", repo_url, str(path)], root)
@@ -79,5 +80,17 @@ def _commit_snapshot(path: Path) -> None:
     """DVC wants a git repository; the copy gets one commit of its own."""
     git(["init", "--quiet"], path)
     git(["add", "-A"], path)
-    git(["-c", "user.name=aligntrain", "-c", "user.email=aligntrain@localhost", "commit", "--quiet",
-          "--no-verify", "-m", "workspace snapshot"], path)
+    git(
+        [
+            "-c",
+            "user.name=aligntrain",
+            "-c",
+            "user.email=aligntrain@localhost",
+            "commit",
+            "--quiet",
+            "--no-verify",
+            "-m",
+            "workspace snapshot",
+        ],
+        path,
+    )

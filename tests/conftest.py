@@ -47,7 +47,11 @@ def plain_smoke_study(tmp_path_factory):
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     out = subprocess.run(
         [str(root / "scripts" / "run_profile.sh"), str(root / "profiles" / "smoke.yaml"), str(study), "--plain"],
-        cwd=root, env=env, capture_output=True, text=True, timeout=1500,
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1500,
     )
     if out.returncode != 0:
         raise AssertionError(f"plain smoke study failed:\n{out.stdout[-4000:]}\n{out.stderr[-6000:]}")

@@ -127,7 +127,14 @@ def run_sft(out_dir: Path) -> None:
     )
     checkpoint_dir = out_dir / "sft_checkpoints"
     metrics = train_sft(
-        model, tokenizer, rows["train"][:16], optim, checkpoint_dir, objective=PassAtN(budget=SFT_N), max_length=128, seed=0
+        model,
+        tokenizer,
+        rows["train"][:16],
+        optim,
+        checkpoint_dir,
+        objective=PassAtN(budget=SFT_N),
+        max_length=128,
+        seed=0,
     )
     trainer = RecordingSFTTrainer.last
     record = {
@@ -187,9 +194,15 @@ def run_rl_groups(out_dir: Path) -> None:
     for name, spec in GROUP_RULES.items():
         model, tokenizer, rows = tiny_model_and_rows()
         config = RLConfig(
-            rule={"name": spec["rule"], **spec["options"]}, num_generations=N, max_completion_length=10,
-            steps=GROUPS_STEPS, batch_size=GROUPS_BATCH, learning_rate=1e-3, lr_warmup_ratio=0.0,
-            checkpoint_every=100, log_every=1,
+            rule={"name": spec["rule"], **spec["options"]},
+            num_generations=N,
+            max_completion_length=10,
+            steps=GROUPS_STEPS,
+            batch_size=GROUPS_BATCH,
+            learning_rate=1e-3,
+            lr_warmup_ratio=0.0,
+            checkpoint_every=100,
+            log_every=1,
         )
         config.rule.check_fits(binary_rewards=spec["binary"])
         train = rows["train"]
@@ -237,9 +250,15 @@ def run_rl_history(out_dir: Path, phase: str) -> None:
     rl.compute_advantages = spy
     rl.StrategyGRPOTrainer = RecordingGRPOTrainer
     config = RLConfig(
-        rule={"name": "cat_best_of_n", "budget": 8, "quantile": "history"}, num_generations=N,
-        max_completion_length=10, steps=HISTORY_STEPS, batch_size=HISTORY_BATCH, learning_rate=1e-3,
-        lr_warmup_ratio=0.0, checkpoint_every=CHECKPOINT_EVERY, log_every=1,
+        rule={"name": "cat_best_of_n", "budget": 8, "quantile": "history"},
+        num_generations=N,
+        max_completion_length=10,
+        steps=HISTORY_STEPS,
+        batch_size=HISTORY_BATCH,
+        learning_rate=1e-3,
+        lr_warmup_ratio=0.0,
+        checkpoint_every=CHECKPOINT_EVERY,
+        log_every=1,
     )
     checkpoint_dir = out_dir / "rl_history_checkpoints"
     record: dict[str, Any] = {}

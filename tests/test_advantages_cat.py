@@ -97,8 +97,13 @@ def test_time_weighted_quantile_weighs_items_by_decay_to_the_age():
         history.append(torch.tensor([value]), step=step)
     rewards = [[1.5, 0.5]]
     got = compute_advantages(
-        "cat_best_of_n", t64(rewards), budget=2, quantile="time_weighted", batch_normalize=False,
-        history=history, step=3,
+        "cat_best_of_n",
+        t64(rewards),
+        budget=2,
+        quantile="time_weighted",
+        batch_normalize=False,
+        history=history,
+        step=3,
     )
     total = F(1, 8) + F(1, 4) + F(1, 2)
     q = [(F(1, 8) + F(1, 4) + 1) / (total + 2), (F(1, 8) + 1) / (total + 2)]
@@ -217,8 +222,12 @@ def test_majority_threshold_ema_persists_across_steps():
     state = MajorityThresholdState()
     third = [MAJ_REWARDS[2]]
     first = compute_advantages(
-        "cat_majority", t64([MAJ_REWARDS[0], MAJ_REWARDS[2]]), answers=[MAJ_ANSWERS[0], MAJ_ANSWERS[2]],
-        budget=8, threshold_ema=0.5, threshold_state=state,
+        "cat_majority",
+        t64([MAJ_REWARDS[0], MAJ_REWARDS[2]]),
+        answers=[MAJ_ANSWERS[0], MAJ_ANSWERS[2]],
+        budget=8,
+        threshold_ema=0.5,
+        threshold_state=state,
     )
     assert state.value == 4.0  # mean of the dynamic thresholds (5, 3)
     expected_third = float(majority_weight(8, 4, F(1, 3)))  # k = 4, not its own dynamic 3

@@ -104,7 +104,9 @@ def test_pkpo_huge_group_stays_finite():
 def test_pkpo_with_k_equal_n_is_tang(n):
     rewards = torch.randn(16, n, generator=torch.Generator().manual_seed(n), dtype=torch.float64)
     rewards[0, :2] = 1.5  # a tied maximum or tied pair
-    torch.testing.assert_close(compute_advantages("pkpo", rewards, budget=n), compute_advantages("loo_pass_at_k", rewards))
+    torch.testing.assert_close(
+        compute_advantages("pkpo", rewards, budget=n), compute_advantages("loo_pass_at_k", rewards)
+    )
 
 
 def test_pkpo_with_k_1_is_rloo():

@@ -71,8 +71,9 @@ class Services:
 
     def start(self, name: str, cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[subprocess.Popen, Path]:
         log = self.scratch / f"{name}.log"
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, cwd=cwd, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True
+        )
         self.procs.append(proc)
         return proc, log
 
@@ -90,8 +91,9 @@ class Services:
 def _study_repository(scratch: Path, env: dict[str, str]) -> tuple[Path, Path]:
     """A bare ``origin`` holding the smoke study with a DVC remote configured, and that remote."""
     src = scratch / "src"
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True,
-                           text=True, check=True).stdout.split("\0")
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split("\0")
     for name in filter(None, files):
         if (ROOT / name).is_file():
             (src / name).parent.mkdir(parents=True, exist_ok=True)
@@ -117,7 +119,9 @@ HEARTBEAT_TIMEOUT_S = 45  # flow runs send one every 30 s (Prefect's minimum)
 def start_worker(services: Services, pool: str, checkout: Path, env: dict[str, str], name: str | None = None):
     """`make worker POOL=<pool>` in ``checkout``: one stage at a time, heartbeats every 30 s."""
     return services.start(
-        name or f"worker-{pool}", ["prefect", "worker", "start", "--pool", pool, "--limit", "1"], checkout,
+        name or f"worker-{pool}",
+        ["prefect", "worker", "start", "--pool", pool, "--limit", "1"],
+        checkout,
         {**env, "ALIGNTRAIN_CHECKOUT": str(checkout), "PREFECT_FLOWS_HEARTBEAT_FREQUENCY": "30"},
     )
 
@@ -144,14 +148,30 @@ def agents(tmp_path_factory):
         prefect_port, mlflow_port = _port(), _port()
         prefect_url, mlflow_url = f"http://127.0.0.1:{prefect_port}/api", f"http://127.0.0.1:{mlflow_port}"
         # Started in the study's repository: its prefect.toml turns telemetry off.
-        proc, log = services.start("prefect-server", ["prefect", "server", "start", "--host", "127.0.0.1",
-                                                      "--port", str(prefect_port)], scratch / "src", base)
+        proc, log = services.start(
+            "prefect-server",
+            ["prefect", "server", "start", "--host", "127.0.0.1", "--port", str(prefect_port)],
+            scratch / "src",
+            base,
+        )
         _wait_http(f"{prefect_url}/health", proc, log)
-        proc, log = services.start("mlflow-server", [
-            "mlflow", "server", "--host", "127.0.0.1", "--port", str(mlflow_port),
-            "--backend-store-uri", f"sqlite:///{scratch / 'mlflow.db'}",
-            "--artifacts-destination", str(scratch / "mlflow-artifacts"),
-        ], scratch, base)
+        proc, log = services.start(
+            "mlflow-server",
+            [
+                "mlflow",
+                "server",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(mlflow_port),
+                "--backend-store-uri",
+                f"sqlite:///{scratch / 'mlflow.db'}",
+                "--artifacts-destination",
+                str(scratch / "mlflow-artifacts"),
+            ],
+            scratch,
+            base,
+        )
         _wait_http(f"{mlflow_url}/health", proc, log)
         env = {**base, "PREFECT_API_URL": prefect_url, "MLFLOW_TRACKING_URI": mlflow_url}
         clones = {}
@@ -159,16 +179,41 @@ def agents(tmp_path_factory):
             clones[name] = scratch / name
             _run(["git", "clone", "-q", str(origin), str(clones[name])], scratch, env)
         # The pools, and the automation that crashes a flow run whose heartbeats stop (a lost worker).
-        _run([sys.executable, "flows/agents_setup.py", "--heartbeat-timeout-s", str(HEARTBEAT_TIMEOUT_S)],
-             clones["submitter"], env)
+        _run(
+            [sys.executable, "flows/agents_setup.py", "--heartbeat-timeout-s", str(HEARTBEAT_TIMEOUT_S)],
+            clones["submitter"],
+            env,
+        )
         _run(["prefect", "--no-prompt", "deploy", "--all"], clones["submitter"], env)
         workers = {pool: start_worker(services, pool, clones[f"machine-{pool}"], env) for pool in ("cpu", "gpu")}
         start = time.monotonic()
-        out = _run([sys.executable, "flows/study.py", "--agents", "--gpu-pool", "gpu", "--concurrency", "2",
-                    "--start-deadline-s", "300"], clones["submitter"], env, timeout=1500)
-        yield {"scratch": scratch, "clones": clones, "remote": remote, "env": env, "mlflow": mlflow_url,
-               "output": out.stdout + out.stderr, "seconds": time.monotonic() - start, "workers": workers,
-               "services": services}
+        out = _run(
+            [
+                sys.executable,
+                "flows/study.py",
+                "--agents",
+                "--gpu-pool",
+                "gpu",
+                "--concurrency",
+                "2",
+                "--start-deadline-s",
+                "300",
+            ],
+            clones["submitter"],
+            env,
+            timeout=1500,
+        )
+        yield {
+            "scratch": scratch,
+            "clones": clones,
+            "remote": remote,
+            "env": env,
+            "mlflow": mlflow_url,
+            "output": out.stdout + out.stderr,
+            "seconds": time.monotonic() - start,
+            "workers": workers,
+            "services": services,
+        }
     finally:
         services.stop()
 
@@ -206,8 +251,12 @@ def test_the_submitting_clone_ends_clean_and_identical_to_a_plain_repro(agents, 
     variants = yaml.safe_load((submitter / "params.yaml").read_text())["study"]["run"]
     files = [f"metrics/{v}.json" for v in variants] + [f"plots/curves/{v}.csv" for v in variants]
     files += [f"metrics/diagnostics/{v}.json" for v in variants]
-    files += ["metrics/diagnostics/oracle_gradient.json", "metrics/diagnostics/synthetic.json",
-              "reports/compare.json", "reports/compare.csv"]
+    files += [
+        "metrics/diagnostics/oracle_gradient.json",
+        "metrics/diagnostics/synthetic.json",
+        "reports/compare.json",
+        "reports/compare.csv",
+    ]
     for name in files:
         assert (submitter / name).read_bytes() == (plain / name).read_bytes(), name
     lock, reference = (yaml.safe_load((d / "dvc.lock").read_text())["stages"] for d in (submitter, plain))
@@ -250,18 +299,25 @@ def test_a_stage_whose_pool_has_no_worker_fails_at_its_deadline(agents):
     raw = yaml.safe_load(params.read_text())
     raw["study"]["seed"] += 1
     params.write_text(yaml.safe_dump(raw, sort_keys=False))
-    _run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-qam", "another seed"],
-         submitter, env)
+    _run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-qam", "another seed"], submitter, env)
     _run(["git", "push", "-q", "origin", "HEAD:main"], submitter, env)
     # A deployment of the stage runner on the worker-less pool.
     text = (submitter / "prefect.yaml").read_text().replace("name: gpu\n", "name: nobody\n")
     (submitter / "prefect-nobody.yaml").write_text(text)
-    _run(["prefect", "--no-prompt", "deploy", "--prefect-file", "prefect-nobody.yaml", "--name", "nobody"],
-         submitter, env)
+    _run(
+        ["prefect", "--no-prompt", "deploy", "--prefect-file", "prefect-nobody.yaml", "--name", "nobody"],
+        submitter,
+        env,
+    )
     start = time.monotonic()
-    out = subprocess.run([sys.executable, "flows/study.py", "--agents", "--cpu-pool", "nobody",
-                          "--start-deadline-s", "20"], cwd=submitter, env=env, capture_output=True, text=True,
-                         timeout=600)
+    out = subprocess.run(
+        [sys.executable, "flows/study.py", "--agents", "--cpu-pool", "nobody", "--start-deadline-s", "20"],
+        cwd=submitter,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     log = out.stdout + out.stderr
     assert out.returncode != 0
     assert "no online worker" in log and "within 20 s" in log and "make worker POOL=nobody" in log
@@ -283,12 +339,18 @@ def test_a_lost_worker_is_retried_and_the_stage_resumes_from_its_checkpoint(agen
     raw["train"].update(steps=400, checkpoint_every=4)  # long enough to be caught between checkpoints
     (submitter / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
     _run(["aligntrain", "pipeline"], submitter, env)
-    _run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-qam", "longer training"],
-         submitter, env)
+    _run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-qam", "longer training"],
+        submitter,
+        env,
+    )
     _run(["git", "push", "-q", "origin", "HEAD:main"], submitter, env)
     study = subprocess.Popen(
         [sys.executable, "flows/study.py", "--agents", "--gpu-pool", "gpu", "--concurrency", "2", "--retries", "1"],
-        cwd=submitter, env=env, stdout=open(agents["scratch"] / "study-killed.log", "w"), stderr=subprocess.STDOUT,
+        cwd=submitter,
+        env=env,
+        stdout=open(agents["scratch"] / "study-killed.log", "w"),
+        stderr=subprocess.STDOUT,
     )
     try:
         gpu = agents["clones"]["machine-gpu"]
@@ -309,11 +371,17 @@ def test_a_lost_worker_is_retried_and_the_stage_resumes_from_its_checkpoint(agen
 
     client = mlflow.MlflowClient(tracking_uri=agents["mlflow"])
     experiment = client.get_experiment_by_name("aligntrain-smoke")
-    parent = client.search_runs([experiment.experiment_id], "tags.`aligntrain.role` = 'study'",
-                                order_by=["attributes.start_time DESC"], max_results=1)[0]
+    parent = client.search_runs(
+        [experiment.experiment_id],
+        "tags.`aligntrain.role` = 'study'",
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )[0]
     assert parent.info.status == "FINISHED"
-    trains = client.search_runs([experiment.experiment_id],
-                                f"tags.`mlflow.parentRunId` = '{parent.info.run_id}' and tags.`aligntrain.stage` = 'train'")
+    trains = client.search_runs(
+        [experiment.experiment_id],
+        f"tags.`mlflow.parentRunId` = '{parent.info.run_id}' and tags.`aligntrain.stage` = 'train'",
+    )
     finished = [r for r in trains if r.info.status == "FINISHED"]
     assert len(finished) == 1 and finished[0].data.metrics["resumed_from_step"] >= 4
     assert {r.info.status for r in trains} == {"FINISHED", "KILLED"}, "the lost run is closed with the study"

@@ -86,7 +86,11 @@ def _pass_at_n(**options):
         (_add_variant("maj", objective="majority", budget=8, k=0), "variants.maj.k", "greater than or equal to 1"),
         (_add_variant("maj", objective="majority", budget=8, k=3, consensus=0.5), "variants.maj.consensus", "not both"),
         (_add_variant("maj", objective="majority", budget=8), "variants.maj.consensus", "give k (votes) or consensus"),
-        (_add_variant("maj", objective="majority", budget=8, consensus=1.5), "variants.maj.consensus", "less than or equal"),
+        (
+            _add_variant("maj", objective="majority", budget=8, consensus=1.5),
+            "variants.maj.consensus",
+            "less than or equal",
+        ),
         (_add_variant("maj", objective="majority", budget=0, k=1), "variants.maj.budget", "greater than or equal to 1"),
         (_add_variant("con", objective="contrastive", num_rivals=0), "variants.con.num_rivals", "greater than or"),
         (_add_variant("con", objective="contrastive", mix=1.5), "variants.con.mix", "less than or equal to 1"),
@@ -103,12 +107,14 @@ def test_strategy_sft_options_name_the_key(edit, key, says):
 
 
 def test_strategy_sft_variants_parse():
-    raw = _broken(lambda r: r["variants"].update(
-        maj_k={"objective": "majority", "budget": 8, "k": 3},
-        maj_rho={"objective": "majority", "budget": 64, "consensus": 0.4},
-        con={"objective": "contrastive"},
-        dco={"objective": "pass_at_n", "budget": 16, "refill_eps": 0.01},
-    ))
+    raw = _broken(
+        lambda r: r["variants"].update(
+            maj_k={"objective": "majority", "budget": 8, "k": 3},
+            maj_rho={"objective": "majority", "budget": 64, "consensus": 0.4},
+            con={"objective": "contrastive"},
+            dco={"objective": "pass_at_n", "budget": 16, "refill_eps": 0.01},
+        )
+    )
     variants = parse_params(raw).variants
     assert variants["maj_k"].options.threshold == 3
     assert variants["maj_rho"].options.threshold == 26  # CAT App. I.4
@@ -124,10 +130,15 @@ def test_unknown_objective_lists_the_known_ones():
 
 def test_cli_stops_before_any_work(tmp_path):
     """The stage command exits 2 with the key in its message, and writes nothing."""
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(_broken(lambda r: r["variants"]["pass_at_n"].update(budget=-3))))
+    (tmp_path / "params.yaml").write_text(
+        yaml.safe_dump(_broken(lambda r: r["variants"]["pass_at_n"].update(budget=-3)))
+    )
     out = subprocess.run(
         [sys.executable, "-m", "aligntrain.cli", "train", "--variant", "pass_at_n", "--root", str(tmp_path)],
-        capture_output=True, text=True, timeout=120, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
     )
     assert out.returncode == 2
     assert "variants.pass_at_n.budget" in out.stderr
@@ -138,7 +149,10 @@ def test_unknown_variant_on_the_command_line(tmp_path):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(RAW))
     out = subprocess.run(
         [sys.executable, "-m", "aligntrain.cli", "rollouts", "--variant", "nope", "--root", str(tmp_path)],
-        capture_output=True, text=True, timeout=120, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
     )
     assert out.returncode == 2 and "unknown variant 'nope'" in out.stderr
 
@@ -172,7 +186,9 @@ def _fields_of(model: type[BaseModel], cls: type) -> list[tuple[str, bool]]:
 
 def _without_none(annotation):
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    return args[0] if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1 else annotation
+    return (
+        args[0] if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1 else annotation
+    )
 
 
 def _params_with(path: str, value) -> dict:
@@ -207,8 +223,16 @@ def _bad_value_cases(cls: type, bad_values: list) -> list:
         objective = options.name
         for path, _ in _fields_of(options, cls):
             key = f"variants.x.{path}"
-            cases += [pytest.param(lambda *_, o=objective, p=path, v=v: _variant_with(o, p, v), None, None, key,
-                                   id=f"{key}[{objective}]={v}") for v in bad_values]
+            cases += [
+                pytest.param(
+                    lambda *_, o=objective, p=path, v=v: _variant_with(o, p, v),
+                    None,
+                    None,
+                    key,
+                    id=f"{key}[{objective}]={v}",
+                )
+                for v in bad_values
+            ]
     return cases
 
 
@@ -288,8 +312,9 @@ def test_rl_config_floats_finite_and_ints_strict():
 
 
 def test_a_boolean_count_names_the_key():
-    _assert_refused(_broken(lambda r: r["variants"]["pass_at_n"].update(budget=True)), "variants.pass_at_n.budget",
-                    "integer")
+    _assert_refused(
+        _broken(lambda r: r["variants"]["pass_at_n"].update(budget=True)), "variants.pass_at_n.budget", "integer"
+    )
 
 
 @pytest.mark.parametrize(

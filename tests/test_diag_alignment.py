@@ -97,8 +97,12 @@ def test_majority_weight_matches_mpmath_quadrature():
 
 @pytest.mark.parametrize(
     "weight",
-    [pass_at_n_weight_function(1), pass_at_n_weight_function(256), pass_at_k_probability_weight(5),
-     majority_weight_function(16, 9)],
+    [
+        pass_at_n_weight_function(1),
+        pass_at_n_weight_function(256),
+        pass_at_k_probability_weight(5),
+        majority_weight_function(16, 9),
+    ],
 )
 def test_self_alignment_is_one_and_the_coefficient_is_symmetric(weight):
     assert alignment_coefficient(weight, weight) == pytest.approx(1.0, rel=1e-14)

@@ -111,30 +111,56 @@ def floats(values):
 
 # Each case: (strategy, probabilities as fractions, keyword arguments, brute-force rule).
 CASES = {
-    "pass": ("pass", [F(3, 10), F(1, 5), F(1, 2)], {"correct": [True, False, True], "target": 0},
-             pass_rule([True, False, True])),
+    "pass": (
+        "pass",
+        [F(3, 10), F(1, 5), F(1, 2)],
+        {"correct": [True, False, True], "target": 0},
+        pass_rule([True, False, True]),
+    ),
     "pass_single": ("pass", [F(1, 10), F(3, 5), F(3, 10)], {"target": 0}, pass_rule([True, False, False])),
     # equal rival probabilities (shared powers), an unvotable outcome, even N gives ties
-    "majority": ("majority", [F(3, 10), F(1, 5), F(1, 5), F(1, 10), F(1, 5)],
-                 {"target": 0, "votable": [True, True, True, True, False]},
-                 majority_rule(0, [True, True, True, True, False])),
-    "majority_underdog": ("majority", [F(1, 10), F(2, 5), F(3, 10), F(1, 5)],
-                          {"target": 0, "votable": [True, True, True, False]},
-                          majority_rule(0, [True, True, True, False])),
-    "majority_zero_rival": ("majority", [F(1, 2), F(0), F(1, 4), F(1, 4)],
-                            {"target": 0, "votable": [True, True, True, False]},
-                            majority_rule(0, [True, True, True, False])),
-    "majority_two_unvotable": ("majority", [F(1, 5), F(1, 5), F(1, 5), F(2, 5)],
-                               {"target": 1, "votable": [False, True, True, False]},
-                               majority_rule(1, [False, True, True, False])),
-    "best_of_n": ("best_of_n", [F(1, 5), F(3, 10), F(1, 10), F(2, 5)],
-                  {"rewards": [F(-1), F(1, 2), F(3), F(3)]}, best_of_n_rule([F(-1), F(1, 2), F(3), F(3)])),
-    "selection_tied": ("best_of_n_selection", [F(1, 5), F(3, 10), F(1, 10), F(2, 5)],
-                       {"rewards": [F(1), F(2), F(2), F(0)], "target": 1},
-                       selection_rule([F(1), F(2), F(2), F(0)], 1)),
-    "selection_middle": ("best_of_n_selection", [F(1, 5), F(3, 10), F(1, 10), F(2, 5)],
-                         {"rewards": [F(1), F(2), F(2), F(0)], "target": 0},
-                         selection_rule([F(1), F(2), F(2), F(0)], 0)),
+    "majority": (
+        "majority",
+        [F(3, 10), F(1, 5), F(1, 5), F(1, 10), F(1, 5)],
+        {"target": 0, "votable": [True, True, True, True, False]},
+        majority_rule(0, [True, True, True, True, False]),
+    ),
+    "majority_underdog": (
+        "majority",
+        [F(1, 10), F(2, 5), F(3, 10), F(1, 5)],
+        {"target": 0, "votable": [True, True, True, False]},
+        majority_rule(0, [True, True, True, False]),
+    ),
+    "majority_zero_rival": (
+        "majority",
+        [F(1, 2), F(0), F(1, 4), F(1, 4)],
+        {"target": 0, "votable": [True, True, True, False]},
+        majority_rule(0, [True, True, True, False]),
+    ),
+    "majority_two_unvotable": (
+        "majority",
+        [F(1, 5), F(1, 5), F(1, 5), F(2, 5)],
+        {"target": 1, "votable": [False, True, True, False]},
+        majority_rule(1, [False, True, True, False]),
+    ),
+    "best_of_n": (
+        "best_of_n",
+        [F(1, 5), F(3, 10), F(1, 10), F(2, 5)],
+        {"rewards": [F(-1), F(1, 2), F(3), F(3)]},
+        best_of_n_rule([F(-1), F(1, 2), F(3), F(3)]),
+    ),
+    "selection_tied": (
+        "best_of_n_selection",
+        [F(1, 5), F(3, 10), F(1, 10), F(2, 5)],
+        {"rewards": [F(1), F(2), F(2), F(0)], "target": 1},
+        selection_rule([F(1), F(2), F(2), F(0)], 1),
+    ),
+    "selection_middle": (
+        "best_of_n_selection",
+        [F(1, 5), F(3, 10), F(1, 10), F(2, 5)],
+        {"rewards": [F(1), F(2), F(2), F(0)], "target": 0},
+        selection_rule([F(1), F(2), F(2), F(0)], 0),
+    ),
 }
 
 
@@ -333,7 +359,7 @@ def test_best_of_n_selection_compares_with_cats_rank_weight():
     assert result.diagonal_derivative == pytest.approx(8 * 0.2**7, rel=1e-12)
     assert result.diagonal_weight is None and result.diagonal_value is None
     # exact: only the lower outcome is a rival that helps; D = (a_t − N·P)/(1 − p_t)
-    value = (0.5**8 - 0.2**8)
+    value = 0.5**8 - 0.2**8
     assert result.exact_value == pytest.approx(value, rel=1e-12)
     assert result.exact_derivative == pytest.approx((8 * 0.5**7 - 8 * value) / 0.7, rel=1e-12)
 
@@ -360,8 +386,15 @@ def make_pool():
 
     def add(prompt_id, classes, gold):
         for i, c in enumerate(classes):
-            rows.append({"prompt_id": prompt_id, "sample_index": i, "answer_class": c,
-                         "correct": c == gold, "reward": float(c == gold)})
+            rows.append(
+                {
+                    "prompt_id": prompt_id,
+                    "sample_index": i,
+                    "answer_class": c,
+                    "correct": c == gold,
+                    "reward": float(c == gold),
+                }
+            )
 
     add("a", ["1", "1", "1", "2", "2", None, "3", "1"], "1")  # normal: p_gold = 1/2
     add("b", ["2", "2", "3", None], "1")  # the gold class never appears
@@ -409,12 +442,16 @@ def test_pool_efficiencies_rows_reasons_and_values():
         (lambda: forced_vote_sensitivities([0.5, 0.5], 4, "majority"), "target"),
         (lambda: forced_vote_sensitivities([0.5, 0.5], 4, "majority", target=2), "target"),
         (lambda: forced_vote_sensitivities([0.5, 0.5], 4, "majority", target=0, votable=[1, 0]), "votable"),
-        (lambda: forced_vote_sensitivities([0.5, 0.5], 4, "majority", target=0,
-                                           votable=np.array([False, True])), "votable"),
+        (
+            lambda: forced_vote_sensitivities([0.5, 0.5], 4, "majority", target=0, votable=np.array([False, True])),
+            "votable",
+        ),
         (lambda: forced_vote_sensitivities([0.5, 0.5], 4, "best_of_n"), "rewards"),
         (lambda: forced_vote_sensitivities([0.5, 0.5], 4, "pass", target=0, method="fast"), "method"),
-        (lambda: forced_vote_sensitivities([0.5, 0.5], 4, "pass", target=0, method="monte_carlo", num_draws=1),
-         "num_draws"),
+        (
+            lambda: forced_vote_sensitivities([0.5, 0.5], 4, "pass", target=0, method="monte_carlo", num_draws=1),
+            "num_draws",
+        ),
         (lambda: proportional_decay_derivative([1.0, 0.0], [1.0, 0.0], 0), "probs"),
         (lambda: proportional_decay_derivative([0.5, 0.5], [1.0], 0), "sensitivities"),
         (lambda: training_weight_comparison([0.5, 0.5], 4, "majority", 0), "threshold"),

@@ -287,7 +287,7 @@ def test_missing_context_is_skipped_and_all_zero_groups_are_nan():
     drew_none = np.array([not correct[draw_group(10, 2, s)].any() for s in range(30)])
     drew_all = np.array([correct[draw_group(10, 2, s)].all() for s in range(30)])
     assert drew_none.any() and (~drew_none).any()
-    zero = (drew_none | drew_all)
+    zero = drew_none | drew_all
     assert (rloo["status"].to_numpy()[zero] == "zero_advantages").all()
     assert rloo["cosine"].to_numpy()[zero].tolist() == [pytest.approx(np.nan, nan_ok=True)] * zero.sum()
     assert np.isfinite(rloo["cosine"].to_numpy()[~zero]).all()

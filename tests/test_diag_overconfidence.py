@@ -22,8 +22,12 @@ from aligntrain.problems import get_problem
 def _frame(probs, correct, tokens=None):
     tokens = tokens if tokens is not None else [1] * len(probs)
     return pd.DataFrame(
-        {"greedy_prob": probs, "greedy_logp": np.log(np.asarray(probs, dtype=float)), "correct": correct,
-         "num_tokens": tokens}
+        {
+            "greedy_prob": probs,
+            "greedy_logp": np.log(np.asarray(probs, dtype=float)),
+            "correct": correct,
+            "num_tokens": tokens,
+        }
     )
 
 

@@ -65,11 +65,27 @@ def _free_port() -> int:
 
 def _launch(out_dir: Path, *scenarios: str) -> None:
     command = [
-        sys.executable, "-m", "accelerate.commands.launch",  # `accelerate launch`, from this interpreter
-        "--multi_gpu", "--num_processes", str(WORLD), "--num_machines", "1", "--gpu_ids", "all",
-        "--mixed_precision", "no", "--dynamo_backend", "no", "--num_cpu_threads_per_process", "1",
-        "--main_process_port", str(_free_port()),
-        str(DRIVER), str(out_dir), *scenarios,
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",  # `accelerate launch`, from this interpreter
+        "--multi_gpu",
+        "--num_processes",
+        str(WORLD),
+        "--num_machines",
+        "1",
+        "--gpu_ids",
+        "all",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "--num_cpu_threads_per_process",
+        "1",
+        "--main_process_port",
+        str(_free_port()),
+        str(DRIVER),
+        str(out_dir),
+        *scenarios,
     ]
     env = {
         **os.environ,
@@ -82,7 +98,12 @@ def _launch(out_dir: Path, *scenarios: str) -> None:
     }
     # Its own session, so that a hang (a deadlocked collective) can be ended with both workers.
     with subprocess.Popen(
-        command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        command,
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         start_new_session=True,
     ) as launcher:
         try:

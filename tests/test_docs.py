@@ -21,7 +21,12 @@ def _rules_table() -> dict[str, list[str]]:
     table = text[text.index(BEGIN) : text.index(END)].splitlines()[1:]
     header, _, *rows = table
     assert [c.strip() for c in header.strip("|").split("|")][:6] == [
-        "rule", "family", "options (defaults)", "unbiased for", "binary rewards only", "context needed",
+        "rule",
+        "family",
+        "options (defaults)",
+        "unbiased for",
+        "binary rewards only",
+        "context needed",
     ]
     cells = [[c.strip() for c in row.strip().strip("|").split("|")] for row in rows if row.strip()]
     return {row[0].strip("`"): row for row in cells}
@@ -110,8 +115,21 @@ def test_the_wheel_installs_one_top_level_package(tmp_path):
     import zipfile
 
     built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(ROOT)],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert built.returncode == 0, built.stderr
     (wheel,) = tmp_path.glob("aligntrain-*.whl")

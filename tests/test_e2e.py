@@ -75,9 +75,16 @@ def test_diagnostics_and_report(smoke_study):
     finite = oracle["mean"].dropna()
     assert ((finite >= -1) & (finite <= 1)).all()
     report = (smoke_study / "reports" / "index.md").read_text()
-    for heading in ("## Setup", "## Scaling curves", "## Alignment coefficient", "## Overconfidence",
-                    "## Diagonal-approximation efficiency", "## QQ tail fits", "## Oracle-gradient cosine",
-                    "## Synthetic checks"):
+    for heading in (
+        "## Setup",
+        "## Scaling curves",
+        "## Alignment coefficient",
+        "## Overconfidence",
+        "## Diagonal-approximation efficiency",
+        "## QQ tail fits",
+        "## Oracle-gradient cosine",
+        "## Synthetic checks",
+    ):
         assert heading in report
     for link in re.findall(r"\]\((figures/[^)]+\.png)\)", report):
         assert (smoke_study / "reports" / link).read_bytes()[:4] == b"\x89PNG", link
@@ -174,7 +181,8 @@ def test_flow_logs_one_finished_parent_and_a_second_run_does_nothing(flow_study)
     children = [r for r in runs if r.data.tags.get("aligntrain.role") == "stage"]
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     assert len(children) == 7 + 4 * 2 and {r.data.tags["mlflow.parentRunId"] for r in children} == {
-        parents[0].info.run_id}
+        parents[0].info.run_id
+    }
     again = _run([sys.executable, "flows/study.py"], cwd=study, scratch=study.parent)
     assert "0 of 15 stages to run" in again.stdout + again.stderr
     assert len(mlflow.search_runs(experiment_names=["aligntrain-smoke"], output_format="list")) == len(runs)
@@ -199,8 +207,14 @@ def test_ctrl_c_ends_a_study_in_seconds_leaves_no_process_and_the_rerun_resumes(
     home = str(scratch / "prefect-home")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "ALIGNTRAIN_", "PREFECT_"))}
     env.update(PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", PREFECT_HOME=home)
-    run = subprocess.Popen([str(ROOT / "scripts" / "run_profile.sh"), str(profile), str(study)], cwd=ROOT, env=env,
-                           stdout=open(scratch / "first.log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
+    run = subprocess.Popen(
+        [str(ROOT / "scripts" / "run_profile.sh"), str(profile), str(study)],
+        cwd=ROOT,
+        env=env,
+        stdout=open(scratch / "first.log", "w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 600
     while not list((study / "checkpoints").glob("train-ce-*/checkpoint-*/trainer_state.json")):
         assert run.poll() is None and time.monotonic() < deadline, (scratch / "first.log").read_text()[-3000:]
@@ -225,7 +239,9 @@ def test_ctrl_c_ends_a_study_in_seconds_leaves_no_process_and_the_rerun_resumes(
     assert "train@ce" in again.stdout + again.stderr
     mlflow.set_tracking_uri(f"sqlite:///{study / 'mlflow.db'}")
     runs = mlflow.search_runs(experiment_names=["aligntrain-smoke"], output_format="list")
-    parents = sorted((r for r in runs if r.data.tags.get("aligntrain.role") == "study"), key=lambda r: r.info.start_time)
+    parents = sorted(
+        (r for r in runs if r.data.tags.get("aligntrain.role") == "study"), key=lambda r: r.info.start_time
+    )
     assert [p.info.status for p in parents] == ["KILLED", "FINISHED"]
     trains = [r for r in runs if r.info.run_name == "train@ce" and r.info.status == "FINISHED"]
     assert len(trains) == 1 and trains[0].data.metrics["resumed_from_step"] >= 4, "the re-run resumed"

@@ -16,8 +16,15 @@ def _pool(prompt_answers: dict[str, list], gold: dict[str, str], levels: dict[st
     rows = []
     for pid, answers in prompt_answers.items():
         for i, a in enumerate(answers):
-            rows.append({"prompt_id": pid, "level": levels[pid], "sample_index": i, "answer_class": a,
-                         "correct": a == gold[pid]})
+            rows.append(
+                {
+                    "prompt_id": pid,
+                    "level": levels[pid],
+                    "sample_index": i,
+                    "answer_class": a,
+                    "correct": a == gold[pid],
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -86,10 +93,16 @@ def test_continuous_rewards_get_best_of_n_curves():
     """max@k by hand: rewards (1, 3, 2, 0), k = 2: mean over the 6 pairs of their max = 14/6."""
     from aligntrain.evaluation.curves import strategies_for
 
-    pool = pd.DataFrame({
-        "prompt_id": "a", "level": 1, "sample_index": range(4), "answer_class": None,
-        "reward": [1.0, 3.0, 2.0, 0.0], "correct": [False, True, False, False],
-    })
+    pool = pd.DataFrame(
+        {
+            "prompt_id": "a",
+            "level": 1,
+            "sample_index": range(4),
+            "answer_class": None,
+            "reward": [1.0, 3.0, 2.0, 0.0],
+            "correct": [False, True, False, False],
+        }
+    )
     assert strategies_for(False) == ("max", "pass") and strategies_for(True) == ("pass", "maj")
     table = per_prompt_scores(pool, {"a": None}, strategies_for(False)).iloc[0]
     assert table["max@1"] == pytest.approx(1.5)

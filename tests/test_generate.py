@@ -21,7 +21,9 @@ def test_batched_logp_matches_teacher_forcing(tiny_model, arith_rows):
     prompts = sorted({r["prompt"] for r in arith_rows["train"]}, key=len)
     prompts = [prompts[0], prompts[-1], prompts[len(prompts) // 2]]
     assert len({len(p) for p in prompts}) > 1
-    out = sample_completions(model, tokenizer, prompts, 3, SamplingConfig(max_new_tokens=12), batch_size=9, seed=1, progress=False)
+    out = sample_completions(
+        model, tokenizer, prompts, 3, SamplingConfig(max_new_tokens=12), batch_size=9, seed=1, progress=False
+    )
     assert [(c.prompt_index, c.sample_index) for c in out] == [(p, s) for p in range(3) for s in range(3)]
     for c in out:
         ids = list(c.token_ids)

@@ -108,8 +108,27 @@ def test_sequence_builder_and_hydrophobicity():
 
 @pytest.mark.parametrize(
     "hydrophobic, length",
-    [(0, 20), (7, 20), (9, 20), (10, 20), (11, 20), (12, 20), (13, 20), (15, 20), (20, 20),
-     (27, 60), (28, 60), (35, 60), (36, 60), (66, 100), (67, 100), (9, 9), (0, 10), (5, 10), (0, 0)],
+    [
+        (0, 20),
+        (7, 20),
+        (9, 20),
+        (10, 20),
+        (11, 20),
+        (12, 20),
+        (13, 20),
+        (15, 20),
+        (20, 20),
+        (27, 60),
+        (28, 60),
+        (35, 60),
+        (36, 60),
+        (66, 100),
+        (67, 100),
+        (9, 9),
+        (0, 10),
+        (5, 10),
+        (0, 0),
+    ],
 )
 def test_valley_reward_matches_formula(hydrophobic, length):
     assert close(valley_reward(sequence_with(hydrophobic, length)), valley_reference(hydrophobic, length))
@@ -139,14 +158,26 @@ def test_valley_reward_hand_values_band_edges_and_short_floor():
 @pytest.mark.parametrize(
     "hydrophobic, length, h_in",
     [
-        (20, 20, Fraction(0)), (0, 20, Fraction(0)), (1, 20, Fraction(0)),  # h_in = 0: target 1
-        (0, 20, Fraction(1)), (20, 20, Fraction(1)), (19, 20, Fraction(1)),  # h_in = 1: target 0
-        (8, 20, Fraction(2, 5)), (12, 20, Fraction(2, 5)),  # |h_in - 0.5| = 0.1 exactly: no penalty
-        (6, 20, Fraction(3, 5)), (8, 20, Fraction(3, 5)),
-        (4, 20, Fraction(3, 10)), (8, 20, Fraction(3, 10)),  # |h - h_in| = 0.1 exactly: no penalty
-        (5, 20, Fraction(3, 10)), (7, 20, Fraction(3, 10)),  # inside: penalty
-        (14, 20, Fraction(3, 10)), (13, 37, Fraction(11, 29)),
-        (2, 4, Fraction(1, 2)), (0, 4, Fraction(0)), (5, 5, Fraction(0)), (0, 5, Fraction(1)),
+        (20, 20, Fraction(0)),
+        (0, 20, Fraction(0)),
+        (1, 20, Fraction(0)),  # h_in = 0: target 1
+        (0, 20, Fraction(1)),
+        (20, 20, Fraction(1)),
+        (19, 20, Fraction(1)),  # h_in = 1: target 0
+        (8, 20, Fraction(2, 5)),
+        (12, 20, Fraction(2, 5)),  # |h_in - 0.5| = 0.1 exactly: no penalty
+        (6, 20, Fraction(3, 5)),
+        (8, 20, Fraction(3, 5)),
+        (4, 20, Fraction(3, 10)),
+        (8, 20, Fraction(3, 10)),  # |h - h_in| = 0.1 exactly: no penalty
+        (5, 20, Fraction(3, 10)),
+        (7, 20, Fraction(3, 10)),  # inside: penalty
+        (14, 20, Fraction(3, 10)),
+        (13, 37, Fraction(11, 29)),
+        (2, 4, Fraction(1, 2)),
+        (0, 4, Fraction(0)),
+        (5, 5, Fraction(0)),
+        (0, 5, Fraction(1)),
     ],
 )
 def test_complement_reward_matches_formula(hydrophobic, length, h_in):
@@ -161,8 +192,10 @@ def test_complement_reward_extremes_edges_and_short_floor():
     assert complement_reward(sequence_with(0, 20), Fraction(0)) == pytest.approx(10 * math.exp(-20) - 2, abs=1e-12)
     assert complement_reward(sequence_with(20, 20), Fraction(1)) == pytest.approx(10 * math.exp(-20) - 2, abs=1e-12)
     # |h - h_in| = 0.1 exactly (h = 0.2, h_in = 0.3): outside the open band; 0.25 inside
-    assert complement_reward(sequence_with(4, 20), Fraction(3, 10)) == pytest.approx(10 * math.exp(-0.5 ** 2 / 0.05))
-    assert complement_reward(sequence_with(5, 20), Fraction(3, 10)) == pytest.approx(10 * math.exp(-0.45**2 / 0.05) - 2)
+    assert complement_reward(sequence_with(4, 20), Fraction(3, 10)) == pytest.approx(10 * math.exp(-(0.5**2) / 0.05))
+    assert complement_reward(sequence_with(5, 20), Fraction(3, 10)) == pytest.approx(
+        10 * math.exp(-(0.45**2) / 0.05) - 2
+    )
     # a near-midpoint input is never penalised for copying
     assert complement_reward(sequence_with(10, 20), Fraction(1, 2)) == pytest.approx(10.0)
     assert complement_reward(sequence_with(2, 4), Fraction(1, 2)) == -5.0
@@ -202,7 +235,10 @@ def test_problem_reward_and_grade(problem):
     assert not trap.correct and trap.reward == pytest.approx(4.00028, abs=1e-5)
     # correct <=> reward > 8: for the valley, h in (0.6655, 0.8285)
     assert [problem.grade(sequence_with(k, 100) + "\n", valley_row).correct for k in (66, 67, 82, 83)] == [
-        False, True, True, False
+        False,
+        True,
+        True,
+        False,
     ]
     unscorable = problem.grade(jackpot + "x\n", valley_row)
     assert (unscorable.answer, unscorable.correct, unscorable.reward) == (None, False, -5.0)

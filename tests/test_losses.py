@@ -56,8 +56,27 @@ RTOL32 = 1e-6
 
 BUDGETS = [1, 2, 3, 5, 8, 16, 33, 64, 128, 255, 256]
 P_GRID = [
-    1e-20, 1e-15, 1e-12, 1e-9, 1e-6, 1e-4, 1e-3, 0.01, 0.05, 0.1, 0.2, 0.3, 0.45,
-    0.5, 0.55, 0.7, 0.9, 0.99, 0.999, 1 - 1e-6, 1 - 1e-9,
+    1e-20,
+    1e-15,
+    1e-12,
+    1e-9,
+    1e-6,
+    1e-4,
+    1e-3,
+    0.01,
+    0.05,
+    0.1,
+    0.2,
+    0.3,
+    0.45,
+    0.5,
+    0.55,
+    0.7,
+    0.9,
+    0.99,
+    0.999,
+    1 - 1e-6,
+    1 - 1e-9,
 ]
 # Log-probabilities spanning the same p range, plus underflow (p = 0 in float64).
 LOGP_GRID = [-2000.0, -700.0, -46.0] + [math.log(p) for p in P_GRID]
@@ -183,7 +202,9 @@ def test_log1mexp_gradient_is_finite_and_correct() -> None:
     (grad,) = torch.autograd.grad(log1mexp(x).sum(), x)
     expected = -1.0 / torch.expm1(-x.detach())  # d/dx log(1 − eˣ) = −eˣ/(1 − eˣ)
     torch.testing.assert_close(grad, expected, rtol=1e-12, atol=0.0)
-    assert torch.autograd.gradcheck(log1mexp, (torch.tensor([-0.2, -0.9, -3.0], dtype=torch.float64, requires_grad=True),))
+    assert torch.autograd.gradcheck(
+        log1mexp, (torch.tensor([-0.2, -0.9, -3.0], dtype=torch.float64, requires_grad=True),)
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -233,7 +254,9 @@ def test_pass_weight_limits() -> None:
 
 @pytest.mark.parametrize("n", [2, 4, 64, 256])
 def test_pass_weight_decreases_in_p(n: int) -> None:
-    p = torch.cat([torch.logspace(-20, -1, 400, dtype=torch.float64), torch.linspace(0.1, 1.0, 400, dtype=torch.float64)])
+    p = torch.cat(
+        [torch.logspace(-20, -1, 400, dtype=torch.float64), torch.linspace(0.1, 1.0, 400, dtype=torch.float64)]
+    )
     weight = pass_at_n_weight(p, n)
     assert (weight.diff() <= 4 * torch.finfo(torch.float64).eps * weight[1:]).all()
     assert (weight <= 1.0).all()
@@ -249,7 +272,9 @@ def test_pass_loss_value_and_gradient_match_decimal(n: int) -> None:
     loss, grad = loss_and_grad(lambda x: pass_at_n_loss(x, n), logp)
     with localcontext(prec=PRECISION):
         p_ref = [dec(v).exp() for v in LOGP_GRID]
-        loss_ref = [ref_pass_loss(n, p) if p > 0 else -(Decimal(n).ln() + dec(v)) for p, v in zip(p_ref, LOGP_GRID, strict=True)]
+        loss_ref = [
+            ref_pass_loss(n, p) if p > 0 else -(Decimal(n).ln() + dec(v)) for p, v in zip(p_ref, LOGP_GRID, strict=True)
+        ]
         weight_ref = [ref_pass_weight(n, p) for p in p_ref]
     assert_matches(loss, loss_ref, RTOL64)
     assert_matches(-grad, weight_ref, RTOL64)  # d loss/dℓ = −F(N, p)
@@ -359,7 +384,9 @@ def test_majority_loss_float32_extremes(n: int, k: int) -> None:
 
 @pytest.mark.parametrize(("n", "k"), [(3, 2), (16, 9), (64, 26), (256, 200)])
 def test_majority_weight_float32_and_monotone_where_reference_is(n: int, k: int) -> None:
-    p64 = torch.cat([torch.logspace(-20, -1, 60, dtype=torch.float64), torch.linspace(0.1, 0.999, 60, dtype=torch.float64)])
+    p64 = torch.cat(
+        [torch.logspace(-20, -1, 60, dtype=torch.float64), torch.linspace(0.1, 0.999, 60, dtype=torch.float64)]
+    )
     p32 = p64.to(torch.float32)
     got = majority_weight(p32, n, k)
     ref = [ref_majority(n, dec(v))[1][k - 1] for v in p32.tolist()]
@@ -371,7 +398,9 @@ def test_majority_weight_float32_and_monotone_where_reference_is(n: int, k: int)
 
 def test_majority_weight_limits_and_pass_at_n_special_case() -> None:
     p = torch.tensor([0.0, 1e-30, 0.2, 0.8, 1.0], dtype=torch.float64)
-    torch.testing.assert_close(majority_weight(p[:2], 16, 5), torch.tensor([5.0, 5.0], dtype=torch.float64), rtol=1e-15, atol=0.0)  # w(0) = k
+    torch.testing.assert_close(
+        majority_weight(p[:2], 16, 5), torch.tensor([5.0, 5.0], dtype=torch.float64), rtol=1e-15, atol=0.0
+    )  # w(0) = k
     assert majority_weight(p, 16, 5)[-1] == 0.0
     torch.testing.assert_close(majority_weight(p, 16, 16), torch.full_like(p, 16.0))  # B = p^N
     torch.testing.assert_close(majority_weight(p, 16, 1), pass_at_n_weight(p, 16), rtol=1e-13, atol=0.0)
@@ -405,10 +434,24 @@ def test_consensus_threshold(n: int, fraction: float, k: int) -> None:
 
 # (N, c_max, group size) → k = max(2, min(⌊N/2⌋+1, ⌊N·c_max/n⌋+1)), worked by hand.
 DYNAMIC_THRESHOLD_TABLE = [
-    (8, 0, 8, 2), (8, 1, 8, 2), (8, 3, 8, 4), (8, 4, 8, 5), (8, 6, 8, 5),
-    (4, 3, 8, 2), (4, 5, 8, 3), (5, 1, 3, 2), (5, 2, 3, 3),
-    (64, 1, 8, 9), (64, 2, 8, 17), (64, 3, 8, 25), (64, 4, 8, 33), (64, 7, 8, 33),
-    (2, 0, 4, 2), (2, 4, 4, 2), (1, 0, 8, 1), (1, 8, 8, 1),
+    (8, 0, 8, 2),
+    (8, 1, 8, 2),
+    (8, 3, 8, 4),
+    (8, 4, 8, 5),
+    (8, 6, 8, 5),
+    (4, 3, 8, 2),
+    (4, 5, 8, 3),
+    (5, 1, 3, 2),
+    (5, 2, 3, 3),
+    (64, 1, 8, 9),
+    (64, 2, 8, 17),
+    (64, 3, 8, 25),
+    (64, 4, 8, 33),
+    (64, 7, 8, 33),
+    (2, 0, 4, 2),
+    (2, 4, 4, 2),
+    (1, 0, 8, 1),
+    (1, 8, 8, 1),
 ]
 
 
@@ -602,7 +645,9 @@ def test_cat_majority_rl_weight_per_row_threshold_and_clip() -> None:
     k = dynamic_majority_threshold(8, torch.tensor([2, 4]), group_size=8)  # → [3, 5]
     assert k.tolist() == [3, 5]
     got = cat_majority_rl_weight(p, 8, k, clip=math.inf)
-    expected = [[float(ref_raw_majority(8, kk, dec(v))) for v in row] for kk, row in zip([3, 5], p.tolist(), strict=True)]
+    expected = [
+        [float(ref_raw_majority(8, kk, dec(v))) for v in row] for kk, row in zip([3, 5], p.tolist(), strict=True)
+    ]
     torch.testing.assert_close(got, torch.tensor(expected, dtype=torch.float64), rtol=1e-12, atol=0.0)
     sft = cat_majority_rl_weight(p, 8, k, log_weighted=True)
     torch.testing.assert_close(sft[1], majority_weight(p[1], 8, 5), rtol=0.0, atol=0.0)

@@ -51,7 +51,10 @@ def test_a_model_with_non_finite_weights_is_not_saved(tiny_model, tmp_path):
         weight[0, :2] = math.nan
         weight[1, 0] = -math.inf
     target = tmp_path / "m"
-    with pytest.raises(ValueError, match=rf"to {target}: 3 non-finite parameter values .* in 1 tensor\(s\): model.layers.0.mlp.up_proj.weight$"):
+    with pytest.raises(
+        ValueError,
+        match=rf"to {target}: 3 non-finite parameter values .* in 1 tensor\(s\): model.layers.0.mlp.up_proj.weight$",
+    ):
         save_model_and_tokenizer(diverged, tokenizer, target)
     assert list(tmp_path.iterdir()) == [], "nothing written, not even a temporary directory"
     save_model_and_tokenizer(model, tokenizer, target)  # a finite model still saves

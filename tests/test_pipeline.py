@@ -26,8 +26,12 @@ def _cli(args: list[str], cwd: Path = ROOT, env: dict | None = None, block_prefe
     code = prelude + "from aligntrain.cli import app; app()"
     base = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "ALIGNTRAIN_", "PREFECT_"))}
     return subprocess.run(
-        [sys.executable, "-c", code, *args], cwd=cwd, env={**base, **(env or {})},
-        capture_output=True, text=True, timeout=timeout,
+        [sys.executable, "-c", code, *args],
+        cwd=cwd,
+        env={**base, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -68,8 +72,11 @@ def test_every_stage_has_a_command_and_help():
 def test_a_stage_command_runs_where_prefect_cannot_be_imported(tmp_path):
     """The GPU environment cannot hold Prefect (vLLM's fastapi bound): stages must not need it."""
     shutil.copy(ROOT / "profiles" / "smoke.yaml", tmp_path / "params.yaml")
-    out = _cli(["prepare", "--root", str(tmp_path)], env={"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'm.db'}"},
-               block_prefect=True)
+    out = _cli(
+        ["prepare", "--root", str(tmp_path)],
+        env={"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'm.db'}"},
+        block_prefect=True,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert (tmp_path / "data" / "test.parquet").is_file()
     probe = _cli(["stages"], block_prefect=True)
@@ -87,8 +94,9 @@ def test_prepare_writes_splits_and_logs_a_child_run(tmp_path, monkeypatch):
     test = pd.read_parquet(tmp_path / "data" / "test.parquet")
     train = pd.read_parquet(tmp_path / "data" / "train.parquet")
     assert len(test) == 16 and not set(test.prompt) & set(train.prompt)
-    (run,) = mlflow.search_runs(experiment_names=["aligntrain-smoke"],
-                                filter_string="tags.`aligntrain.stage` = 'prepare'", output_format="list")
+    (run,) = mlflow.search_runs(
+        experiment_names=["aligntrain-smoke"], filter_string="tags.`aligntrain.stage` = 'prepare'", output_format="list"
+    )
     assert run.data.metrics["train_rows"] == 256
     experiment = mlflow.get_experiment_by_name("aligntrain-smoke")
     assert experiment.tags[tracking.EXPERIMENT_KIND_TAG] == "custom_model_development", "opens in the training view"
@@ -119,8 +127,10 @@ def test_malformed_row_stops_prepare_with_its_id(tmp_path, monkeypatch):
 def test_a_stale_dvc_yaml_is_named(tmp_path):
     """dvc.yaml generated for other variants than study.run: compare stops before work, saying how to fix it."""
     shutil.copy(ROOT / "profiles" / "smoke.yaml", tmp_path / "params.yaml")
-    out = _cli(["compare", "--root", str(tmp_path), "--variants", "warmup,ce"],
-               env={"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'm.db'}"})
+    out = _cli(
+        ["compare", "--root", str(tmp_path), "--variants", "warmup,ce"],
+        env={"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'm.db'}"},
+    )
     assert out.returncode == 2
     assert "run `aligntrain pipeline`" in out.stderr and "study.run" in out.stderr
     assert not (tmp_path / "m.db").exists()
@@ -148,7 +158,10 @@ def test_the_parent_run_ends_with_the_studys_status(tmp_path, monkeypatch):
     assert mlflow.get_run(run_id).info.status == "RUNNING"
     client = mlflow.MlflowClient()
     lost = client.create_run(mlflow.get_run(run_id).info.experiment_id, tags={"mlflow.parentRunId": run_id})
-    out = _cli(["end-study-run", run_id, "--status", "FAILED"], env={"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"})
+    out = _cli(
+        ["end-study-run", run_id, "--status", "FAILED"],
+        env={"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"},
+    )
     assert out.returncode == 0, out.stderr
     assert mlflow.get_run(run_id).info.status == "FAILED"
     assert mlflow.get_run(lost.info.run_id).info.status == "KILLED", "a child left running by a lost stage is closed"

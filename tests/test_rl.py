@@ -130,8 +130,14 @@ def test_rule_advantages_reach_the_loss_and_history_persists(case, tiny_model, a
     rule, options, reward = spec["rule"], spec.get("options", {}), spec["reward"]
     answer_class = spec.get("answer_class")
     trainer = _trainer(
-        tiny_model, arith_rows, tmp_path, _config(rule, options), reward, steps=2,
-        answer_class=answer_class, binary=spec.get("binary"),
+        tiny_model,
+        arith_rows,
+        tmp_path,
+        _config(rule, options),
+        reward,
+        steps=2,
+        answer_class=answer_class,
+        binary=spec.get("binary"),
     )
     seen = _capture_loss_inputs(trainer)
     trainer.train()
@@ -186,7 +192,7 @@ def test_loss_gradient_is_advantage_weighted_score(loss_type, tiny_model, arith_
 
     trainer.compute_loss = spy
     trainer.train()
-    (got, want, zero), = checks
+    ((got, want, zero),) = checks
     for g, w, z in zip(got, want, zero):
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-7)
         assert torch.equal(z, torch.zeros_like(z))
@@ -365,8 +371,17 @@ def test_train_rl_fails_before_building_the_trainer(tiny_model, arith_rows, tmp_
     monkeypatch.setattr(rl, "StrategyGRPOTrainer", no_trainer)
     model, tokenizer = tiny_model
     with pytest.raises(ValueError, match="needs binary rewards"):
-        train_rl(model, tokenizer, arith_rows["train"], _config("loo_maj_at_k"), tmp_path,
-                 reward_fn=first_char_is_digit, answer_class=first_char, binary_rewards=False, seed=0)
+        train_rl(
+            model,
+            tokenizer,
+            arith_rows["train"],
+            _config("loo_maj_at_k"),
+            tmp_path,
+            reward_fn=first_char_is_digit,
+            answer_class=first_char,
+            binary_rewards=False,
+            seed=0,
+        )
 
 
 def test_the_trainer_needs_an_answer_parser_for_rules_that_vote(tiny_model, arith_rows, tmp_path):
@@ -385,8 +400,15 @@ def test_train_rl_with_the_arith_problem(tiny_model, arith_rows, tmp_path):
         return problem.reward(text, row)
 
     metrics = train_rl(
-        model, tokenizer, arith_rows["train"], _config("loo_maj_at_k", steps=2), tmp_path / "ck",
-        reward_fn=reward, answer_class=problem.answer_class, binary_rewards=problem.binary_rewards, seed=0,
+        model,
+        tokenizer,
+        arith_rows["train"],
+        _config("loo_maj_at_k", steps=2),
+        tmp_path / "ck",
+        reward_fn=reward,
+        answer_class=problem.answer_class,
+        binary_rewards=problem.binary_rewards,
+        seed=0,
     )
     assert metrics["resumed_from_step"] == 0.0 and metrics["unscorable_total"] == 0.0
     assert math.isfinite(metrics["reward"])
@@ -401,8 +423,14 @@ def test_train_rl_with_the_arith_problem(tiny_model, arith_rows, tmp_path):
 TRL_INTERNALS = {
     "_calculate_rewards": ["self", "inputs", "prompts", "completions", "completion_ids_list"],
     "_generate_and_score_completions": ["self", "inputs"],
-    "_get_per_token_logps_and_entropies": ["self", "model", "input_ids", "attention_mask", "logits_to_keep",
-                                            "batch_size"],
+    "_get_per_token_logps_and_entropies": [
+        "self",
+        "model",
+        "input_ids",
+        "attention_mask",
+        "logits_to_keep",
+        "batch_size",
+    ],
     "_save_checkpoint": ["self", "model", "trial"],
     "_load_optimizer_and_scheduler": ["self", "checkpoint"],
 }
@@ -473,9 +501,18 @@ def test_a_step_of_mostly_unscorable_rewards_stops_training(tiny_model, arith_ro
     """Broken gold answers make every reward unscorable: the first step fails, naming the share and the key."""
     model, tokenizer = tiny_model
     unscorable = lambda text, row: None  # noqa: E731  (what a grader returns on a broken gold answer)
-    with pytest.raises(RuntimeError, match=r"step 0: 8 of 8 rewards are unscorable \(100% > rl.max_unscorable_fraction"):
-        train_rl(model, tokenizer, arith_rows["train"], _config("grpo", steps=2), tmp_path / "ck",
-                 reward_fn=unscorable, seed=0)
+    with pytest.raises(
+        RuntimeError, match=r"step 0: 8 of 8 rewards are unscorable \(100% > rl.max_unscorable_fraction"
+    ):
+        train_rl(
+            model,
+            tokenizer,
+            arith_rows["train"],
+            _config("grpo", steps=2),
+            tmp_path / "ck",
+            reward_fn=unscorable,
+            seed=0,
+        )
     tolerant = _config("grpo", steps=2, max_unscorable_fraction=1.0)
     metrics = train_rl(model, tokenizer, arith_rows["train"], tolerant, tmp_path / "ck2", reward_fn=unscorable, seed=0)
     assert metrics["unscorable_total"] == 2 * BATCH

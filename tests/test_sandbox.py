@@ -40,7 +40,7 @@ def _procs() -> dict[int, tuple[str, str, int, str]]:
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
             out[int(entry)] = (start, os.readlink(f"/proc/{entry}/ns/pid"), uid, cmd)
         except (OSError, StopIteration, IndexError):
-            pass   # exited while we looked
+            pass  # exited while we looked
     return out
 
 
@@ -57,7 +57,7 @@ def contained():
     left = []
     for pid, (start, ns, uid, cmd) in _procs().items():
         if before.get(pid, (None,))[0] == start:
-            continue   # existed before the run
+            continue  # existed before the run
         if ns not in namespaces or uid == sandbox.SANDBOX_ID or "prog.py" in cmd or "aligntrain-sandbox-" in cmd:
             left.append((pid, ns, uid, cmd))
     assert left == [], f"processes survived the sandbox: {left}"
@@ -99,7 +99,7 @@ def test_wrong_answer_is_failed_and_others_still_pass(contained):
 @pytest.mark.parametrize("program", ["print(1 +)", "raise ValueError('boom')", "import sys; print(3); sys.exit(3)"])
 def test_syntax_error_exception_or_nonzero_exit_is_crashed(program, contained):
     res = _one(program, "crashed", tests=[("1 2", "3")])
-    assert res.detail   # the traceback tail is kept for debugging
+    assert res.detail  # the traceback tail is kept for debugging
 
 
 @pytest.mark.parametrize(
@@ -107,11 +107,11 @@ def test_syntax_error_exception_or_nonzero_exit_is_crashed(program, contained):
     [
         ("3\n", True),
         ("3", True),
-        ("3   \t\n\n\n", True),            # trailing whitespace and empty lines
-        ("a b  \r\nc\r\n", True),          # CRLF
-        ("\n3", False),                    # a leading empty line counts
-        (" 3", False),                     # leading whitespace counts
-        ("a b\n\nc", False),               # an inner empty line counts
+        ("3   \t\n\n\n", True),  # trailing whitespace and empty lines
+        ("a b  \r\nc\r\n", True),  # CRLF
+        ("\n3", False),  # a leading empty line counts
+        (" 3", False),  # leading whitespace counts
+        ("a b\n\nc", False),  # an inner empty line counts
         ("3\n4", False),
     ],
 )
@@ -169,13 +169,22 @@ def test_bounded_fork_stops_at_the_process_limit(contained):
 
 def test_fork_bomb(contained):
     _one("import os\nwhile True:\n    os.fork()", {"crashed", "timeout"}, timeout_s=2.0)
-    _one("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass", "timeout",
-         timeout_s=2.0)
+    _one(
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass",
+        "timeout",
+        timeout_s=2.0,
+    )
 
 
-@pytest.mark.parametrize("program", ["while True:\n    pass", "import time\ntime.sleep(10**6)",
-                                     "import os, signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-                                     "os.close(1)\nos.close(2)\nwhile True:\n    pass"])
+@pytest.mark.parametrize(
+    "program",
+    [
+        "while True:\n    pass",
+        "import time\ntime.sleep(10**6)",
+        "import os, signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "os.close(1)\nos.close(2)\nwhile True:\n    pass",
+    ],
+)
 def test_infinite_loop_and_sleep_time_out(program, contained):
     results = _run(program, [("", "")] * 2, timeout_s=1.0, max_s=15.0)
     for res in results:
@@ -189,8 +198,12 @@ def test_memory_bomb(program, contained):
 
 @pytest.mark.parametrize("stream", ["stdout", "stderr"])
 def test_gigabytes_of_output_are_cut_off(stream, contained):
-    res = _one(f"import sys\nwhile True:\n    sys.{stream}.buffer.write(b'x' * 65536)", "output_limit",
-               timeout_s=10.0, max_output_bytes=1 << 20)
+    res = _one(
+        f"import sys\nwhile True:\n    sys.{stream}.buffer.write(b'x' * 65536)",
+        "output_limit",
+        timeout_s=10.0,
+        max_output_bytes=1 << 20,
+    )
     assert res.wall_s < 5 and len(res.stdout) <= sandbox.KEEP_BYTES
 
 
@@ -225,7 +238,7 @@ def test_cannot_read_host_files(contained):
     secret = (REPO / "params.yaml").read_text()
     program = f"""
         import os
-        for path in [{str(REPO / 'params.yaml')!r}, "/proc/1/root{REPO / 'params.yaml'}", "/proc/1/environ",
+        for path in [{str(REPO / "params.yaml")!r}, "/proc/1/root{REPO / "params.yaml"}", "/proc/1/environ",
                      "/proc/1/mem", "/etc/shadow", "/root/.bash_history"]:
             try:
                 print(open(path, errors="replace").read())
@@ -275,7 +288,7 @@ def test_killing_its_parent_and_everyone_fails(contained):
         print("alive")
     """
     results = _run(program, [("", "nope"), ("", "nope")])
-    assert [r.status for r in results] == ["failed", "failed"]   # the supervisor survived
+    assert [r.status for r in results] == ["failed", "failed"]  # the supervisor survived
     assert "alive" in results[1].stdout
 
 
@@ -355,7 +368,7 @@ def test_pool_keeps_order_and_bounds_parallelism(contained):
         elapsed = time.monotonic() - t0
     assert [[r.status for r in rs] for rs in results] == [["passed"]] * 4
     assert [rs[0].stdout for rs in results] == ["0\n", "1\n", "2\n", "3\n"]
-    assert 2.0 <= elapsed < 3.9, elapsed    # two waves of two: parallel, but never four at once
+    assert 2.0 <= elapsed < 3.9, elapsed  # two waves of two: parallel, but never four at once
 
 
 def test_caller_does_not_hang_when_the_supervisor_does(monkeypatch, tmp_path, contained):
@@ -363,7 +376,7 @@ def test_caller_does_not_hang_when_the_supervisor_does(monkeypatch, tmp_path, co
     stuck.write_text("import os, time\nif os.fork() == 0:\n    os.setsid()\ntime.sleep(10**6)\n")
     monkeypatch.setattr(sandbox, "SUPERVISOR", str(stuck))
     monkeypatch.setattr(sandbox, "SUPERVISOR_SLACK_S", 1.0)
-    results = _run(ADD, [("1 2", "3")] * 2, timeout_s=0.5, max_s=8.0)   # budget: 1 + 2 x 1.5 s
+    results = _run(ADD, [("1 2", "3")] * 2, timeout_s=0.5, max_s=8.0)  # budget: 1 + 2 x 1.5 s
     assert [r.status for r in results] == ["sandbox_error"] * 2
     assert "budget" in results[0].detail
 
@@ -406,6 +419,11 @@ def test_explicit_opt_in_runs_with_rlimits_only(no_unshare, contained):
     with pytest.warns(RuntimeWarning):
         _one("while True:\n    pass", "timeout", timeout_s=1.0, allow_unsandboxed=True, python=python)
         # a double fork with setsid escapes the process group; the sub-reaper sweep still kills it
-        _one("import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
-             "        time.sleep(10**6)\n    os._exit(0)\nos.wait()", "failed", tests=[("", "x")],
-             allow_unsandboxed=True, python=python)
+        _one(
+            "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+            "        time.sleep(10**6)\n    os._exit(0)\nos.wait()",
+            "failed",
+            tests=[("", "x")],
+            allow_unsandboxed=True,
+            python=python,
+        )

@@ -29,7 +29,9 @@ def _completion_logp(model, tokenizer, row) -> torch.Tensor:
 
 
 def _optim(steps: int, **kw) -> OptimConfig:
-    return OptimConfig(steps=steps, batch_size=4, learning_rate=1e-3, lr_warmup_ratio=0.0, checkpoint_every=2, log_every=1, **kw)
+    return OptimConfig(
+        steps=steps, batch_size=4, learning_rate=1e-3, lr_warmup_ratio=0.0, checkpoint_every=2, log_every=1, **kw
+    )
 
 
 def _trainer(model, tokenizer, rows, objective: ObjectiveOptions, tmp_path) -> StrategySFTTrainer:
@@ -231,8 +233,16 @@ def test_train_sft_runs_each_objective(tiny_model, arith_rows, tmp_path, objecti
     before = [p.detach().clone() for p in model.parameters()]
     recorder = _LogRecorder()
     metrics = train_sft(
-        model, tokenizer, arith_rows["train"][:16], _optim(2), tmp_path / "run", objective=objective,
-        eval_rows=arith_rows["validation"][:4], max_length=128, seed=0, callbacks=[recorder],
+        model,
+        tokenizer,
+        arith_rows["train"][:16],
+        _optim(2),
+        tmp_path / "run",
+        objective=objective,
+        eval_rows=arith_rows["validation"][:4],
+        max_length=128,
+        seed=0,
+        callbacks=[recorder],
     )
     assert math.isfinite(metrics["train_loss"]) and math.isfinite(metrics["eval_loss"])
     step_logs = [log for log in recorder.logs if "loss" in log]
@@ -266,8 +276,17 @@ def test_interrupted_training_resumes_to_the_same_weights(tiny_model, arith_rows
 
     interrupted = copy.deepcopy(model)
     with pytest.raises(KeyboardInterrupt):
-        train_sft(interrupted, tokenizer, rows, optim, tmp_path / "run", objective=objective,
-                  max_length=128, seed=0, callbacks=[_Crash(at_step=5)])
+        train_sft(
+            interrupted,
+            tokenizer,
+            rows,
+            optim,
+            tmp_path / "run",
+            objective=objective,
+            max_length=128,
+            seed=0,
+            callbacks=[_Crash(at_step=5)],
+        )
     assert (tmp_path / "run" / "checkpoint-4").is_dir()
 
     resumed = copy.deepcopy(model)  # a new process would start from the initial weights again
@@ -292,14 +311,24 @@ def test_a_corrupt_checkpoint_is_skipped_for_the_newest_valid_one(tiny_model, ar
     reference = copy.deepcopy(model)
     train_sft(reference, tokenizer, rows, optim, tmp_path / "ref", objective=PassAtN(budget=4), max_length=128, seed=0)
     with pytest.raises(KeyboardInterrupt):
-        train_sft(copy.deepcopy(model), tokenizer, rows, optim, tmp_path / "run", objective=PassAtN(budget=4),
-                  max_length=128, seed=0, callbacks=[_Crash(at_step=5)])
+        train_sft(
+            copy.deepcopy(model),
+            tokenizer,
+            rows,
+            optim,
+            tmp_path / "run",
+            objective=PassAtN(budget=4),
+            max_length=128,
+            seed=0,
+            callbacks=[_Crash(at_step=5)],
+        )
     weights = tmp_path / "run" / "checkpoint-4" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
     resumed = copy.deepcopy(model)
     with caplog.at_level("WARNING"):
-        metrics = train_sft(resumed, tokenizer, rows, optim, tmp_path / "run", objective=PassAtN(budget=4),
-                            max_length=128, seed=0)
+        metrics = train_sft(
+            resumed, tokenizer, rows, optim, tmp_path / "run", objective=PassAtN(budget=4), max_length=128, seed=0
+        )
     assert metrics["resumed_from_step"] == 2
     assert "checkpoint-4" in caplog.text and "truncated" in caplog.text
     for a, b in zip(reference.parameters(), resumed.parameters()):
@@ -314,12 +343,28 @@ def test_a_failed_save_keeps_the_checkpoints_and_the_rerun_does_not_train_again(
         raise PermissionError("models/variants is read-only")
 
     with pytest.raises(PermissionError):
-        train_sft(copy.deepcopy(model), tokenizer, rows, optim, tmp_path / "run", max_length=128, seed=0,
-                  save_final=read_only_disk)
+        train_sft(
+            copy.deepcopy(model),
+            tokenizer,
+            rows,
+            optim,
+            tmp_path / "run",
+            max_length=128,
+            seed=0,
+            save_final=read_only_disk,
+        )
     assert (tmp_path / "run" / "checkpoint-6").is_dir(), "the finished run's last checkpoint survives"
     saved = []
-    metrics = train_sft(copy.deepcopy(model), tokenizer, rows, optim, tmp_path / "run", max_length=128, seed=0,
-                        save_final=lambda: saved.append(True))
+    metrics = train_sft(
+        copy.deepcopy(model),
+        tokenizer,
+        rows,
+        optim,
+        tmp_path / "run",
+        max_length=128,
+        seed=0,
+        save_final=lambda: saved.append(True),
+    )
     assert metrics["resumed_from_step"] == 6 and saved == [True]
     assert not (tmp_path / "run").exists()
 
@@ -404,8 +449,9 @@ def test_a_subclass_file_written_after_super_is_part_of_the_atomic_checkpoint(ti
     model, tokenizer = tiny_model
     args = _sft_config(_optim(2), tmp_path, max_length=128, seed=0, completion_only=True, eval_steps=None)
     data = Dataset.from_dict({c: [r[c] for r in arith_rows["train"][:8]] for c in ("prompt", "completion")})
-    trainer = _SavesLikeTheRLTrainer(model=model, args=args, train_dataset=data, processing_class=tokenizer,
-                                     objective=PassAtN(budget=4))
+    trainer = _SavesLikeTheRLTrainer(
+        model=model, args=args, train_dataset=data, processing_class=tokenizer, objective=PassAtN(budget=4)
+    )
     trainer.fail = fail
     if fail:
         with pytest.raises(OSError, match="disk full"):

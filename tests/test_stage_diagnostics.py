@@ -53,6 +53,9 @@ def test_summarize_efficiency_by_hand():
     )
     summary = summarize_efficiency(table)
     assert summary["majority@4"] == {
-        "prompts": 2, "median_efficiency": 0.4, "share_below_half": 0.5, "median_paper_ratio": 0.675
+        "prompts": 2,
+        "median_efficiency": 0.4,
+        "share_below_half": 0.5,
+        "median_paper_ratio": 0.675,
     }
     assert summary["majority@8"]["share_below_half"] == 0.0 and summary["majority@8"]["prompts"] == 2

@@ -25,8 +25,9 @@ def _runs(filter_string=""):
 
 def test_children_share_the_study_parent(store, tmp_path):
     for stage, variant in [("train", "ce"), ("train", "pass_at_n")]:
-        with tracking.stage_run(study="s", experiment="exp", stage=stage, variant=variant,
-                                params={"train": {"steps": 3}}, root=tmp_path) as run:
+        with tracking.stage_run(
+            study="s", experiment="exp", stage=stage, variant=variant, params={"train": {"steps": 3}}, root=tmp_path
+        ) as run:
             run.log_metrics({"loss": 1.5, "eval": {"pass@1": 0.25}, "skip": float("nan"), "flag": True}, step=2)
     parents = _runs("tags.`aligntrain.role` = 'study'")
     children = _runs("tags.`aligntrain.role` = 'stage'")
@@ -68,9 +69,21 @@ def test_a_tracking_server_lost_mid_stage_costs_no_work(tmp_path, monkeypatch, c
         port = s.getsockname()[1]
     mlflow_bin = Path(sys.executable).with_name("mlflow")
     server = subprocess.Popen(
-        [str(mlflow_bin), "server", "--host", "127.0.0.1", "--port", str(port),
-         "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}", "--artifacts-destination", str(tmp_path / "a")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        [
+            str(mlflow_bin),
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--backend-store-uri",
+            f"sqlite:///{tmp_path / 'server.db'}",
+            "--artifacts-destination",
+            str(tmp_path / "a"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     uri = f"http://127.0.0.1:{port}"
     try:
@@ -87,8 +100,9 @@ def test_a_tracking_server_lost_mid_stage_costs_no_work(tmp_path, monkeypatch, c
         monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
         monkeypatch.delenv(tracking.PARENT_ENV, raising=False)
         tracking.check_tracking_server(tmp_path)  # reachable: no error
-        with tracking.stage_run(study="s", experiment="exp", stage="train", variant="ce", params={"a": 1},
-                                root=tmp_path) as run:
+        with tracking.stage_run(
+            study="s", experiment="exp", stage="train", variant="ce", params={"a": 1}, root=tmp_path
+        ) as run:
             run.log_metrics({"loss": 1.0}, step=1)
             os.killpg(server.pid, signal.SIGKILL)
             server.wait()
@@ -121,8 +135,9 @@ def test_a_copied_study_logs_its_artifacts_into_its_own_mlruns(tmp_path, monkeyp
         monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
         monkeypatch.chdir(folder)
         Path("metrics.json").write_text("{}")
-        with tracking.stage_run(study="s", experiment="exp", stage="evaluate", variant="ce", params={},
-                                root=Path(".")) as run:
+        with tracking.stage_run(
+            study="s", experiment="exp", stage="evaluate", variant="ce", params={}, root=Path(".")
+        ) as run:
             run.log_artifact("metrics.json", artifact_path="out")
         return run.run_id
 

@@ -86,8 +86,10 @@ def test_check_int_sequence_accepts_ordered_collections(values, expected):
     assert got == expected and all(type(k) is int for k in got)
 
 
-@pytest.mark.parametrize("values", [[], (), np.array([], dtype=int), "12", b"12", {1: 2}, {1, 2}, iter([1]), 3,
-                                    np.array(3), np.array([[1, 2]])])
+@pytest.mark.parametrize(
+    "values",
+    [[], (), np.array([], dtype=int), "12", b"12", {1: 2}, {1, 2}, iter([1]), 3, np.array(3), np.array([[1, 2]])],
+)
 def test_check_int_sequence_refuses_empty_and_unordered_inputs(values):
     with raises(f"ks must be a non-empty sequence of integers, got {values!r}"):
         check_int_sequence(values, "ks", minimum=1)
