@@ -19,6 +19,32 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 
 venv: $(VENV)/.installed
 
+# ---- The GPU compute environment (docs/gpu.md) ------------------------------------
+# A second venv for GPU machines: vLLM, TRL, PEFT, bitsandbytes, DeepSpeed and the CUDA build
+# of torch (constraints-gpu.txt), no Prefect. Its `aligntrain` runs the stages of a GPU worker:
+# `make worker POOL=gpu STAGE_BIN=$(CURDIR)/.venv-gpu/bin`. PIP_GPU_ARGS passes options to pip,
+# e.g. "--isolated" where a pip configuration offers a CPU torch (docs/gpu.md).
+VENV_GPU := .venv-gpu
+BIN_GPU  := $(CURDIR)/$(VENV_GPU)/bin
+PIP_GPU_ARGS ?=
+
+$(VENV_GPU)/.installed: pyproject.toml constraints-gpu.txt
+	test -x $(BIN_GPU)/python || $(PYTHON) -m venv $(VENV_GPU) || python3 -m venv $(VENV_GPU)
+	echo '*' > $(VENV_GPU)/.gitignore  # git, and so ruff, skip the venv
+	$(BIN_GPU)/python -m pip install --quiet --upgrade pip
+	$(BIN_GPU)/python -m pip install $(PIP_GPU_ARGS) --quiet -c constraints-gpu.txt -e ".[gpu,test]"
+	$(BIN_GPU)/python -c "import sys, torch; sys.exit(None if torch.version.cuda else \
+	    'torch ' + torch.__version__ + ' is a CPU build: see docs/gpu.md (PIP_GPU_ARGS)')"
+	touch $@
+
+.PHONY: venv-gpu check-gpu-env
+venv-gpu: $(VENV_GPU)/.installed
+
+# Resolves the GPU set with pip (no GPU, no install; about a minute and ~120 MB of index
+# pages and wheel metadata): scripts/check_gpu_env.sh.
+check-gpu-env:
+	scripts/check_gpu_env.sh
+
 # The default study: DVC's stage graph run by the Prefect study flow (flows/study.py),
 # CONCURRENCY stages at a time, each in a workspace of its own; the checkout then
 # reproduces everything from DVC's run-cache. `make study-plain` is `dvc repro` alone.

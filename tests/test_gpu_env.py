@@ -1,0 +1,94 @@
+"""The GPU compute environment (docs/gpu.md): constraints-gpu.txt pins a set that resolves together."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+ROOT = Path(__file__).resolve().parents[1]
+CONSTRAINTS = ROOT / "constraints-gpu.txt"
+
+
+def _canon(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _pins() -> dict[str, Version]:
+    """constraints-gpu.txt as {canonical name: pinned version}; every line must be name==version."""
+    pins = {}
+    for number, raw in enumerate(CONSTRAINTS.read_text().splitlines(), 1):
+        line = raw.split("#")[0].strip()
+        if not line:
+            continue
+        match = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;]+)", line)
+        assert match, f"constraints-gpu.txt:{number}: not an exact pin: {raw!r}"
+        name = _canon(match[1])
+        assert name not in pins, f"constraints-gpu.txt:{number}: {name} pinned twice"
+        pins[name] = Version(match[2])
+    return pins
+
+
+def _project() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
+def test_the_gpu_set_pins_the_versions_docs_gpu_md_explains():
+    pins = _pins()
+    assert str(pins["torch"]) == "2.13.0"  # no local label: the index's CUDA build, not 2.13.0+cpu
+    assert pins["vllm"] == Version("0.31.0")
+    assert pins["transformers"] in SpecifierSet(">=5.10.4,<5.18")  # vLLM 0.31's range
+    assert pins["trl"] in SpecifierSet("==1.16.*")
+    assert pins["fastapi"] < Version("0.137")  # vLLM 0.31: fastapi < 0.137
+    for name in ("accelerate", "peft", "bitsandbytes", "deepspeed"):
+        assert name in pins, name
+
+
+def test_the_gpu_set_has_no_prefect():
+    """Prefect 3.8 needs fastapi >= 0.139, vLLM 0.31 fastapi < 0.137: the orchestration extra stays out."""
+    assert "prefect" not in _pins()
+
+
+@pytest.mark.parametrize("group", ["dependencies", "gpu", "test"])
+def test_pyproject_ranges_admit_the_gpu_pins(group):
+    """Every range of pyproject's dependencies and [gpu,test] extras holds the version pinned here."""
+    project = _project()
+    requirements = project["dependencies"] if group == "dependencies" else project["optional-dependencies"][group]
+    pins = _pins()
+    for text in requirements:
+        requirement = Requirement(text)
+        name = _canon(requirement.name)
+        assert name in pins, f"{name} ({group}) is not pinned in constraints-gpu.txt"
+        assert requirement.specifier.contains(pins[name], prereleases=True), (text, str(pins[name]))
+
+
+def test_the_gpu_extra_is_the_trl_compatible_vllm_range():
+    gpu = {_canon(Requirement(r).name): Requirement(r).specifier for r in _project()["optional-dependencies"]["gpu"]}
+    assert Version("0.22") in gpu["vllm"] and Version("0.31.0") in gpu["vllm"]
+    assert Version("0.21.0") not in gpu["vllm"] and Version("0.32.0") not in gpu["vllm"]  # TRL 1.16 rejects them
+    assert {"peft", "bitsandbytes", "deepspeed"} <= set(gpu)
+
+
+@pytest.mark.slow
+def test_the_gpu_set_resolves_with_pips_resolver():
+    """scripts/check_gpu_env.sh: pip's resolver, --dry-run, metadata only (about a minute, ~120 MB)."""
+    out = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "check_gpu_env.sh")],
+        cwd=ROOT,
+        env={**os.environ, "PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if out.returncode == 77:
+        pytest.skip(f"the package index is unreachable: {out.stdout.strip()}")
+    assert out.returncode == 0, f"{out.stdout}\n{out.stderr[-6000:]}"
+    assert "OK:" in out.stdout
