@@ -65,6 +65,11 @@ class ProblemConfig(_Section):
     data_files: dict[str, str] | None = Field(
         None, description="Local parquet per split {train, validation, test} instead of generated rows (hub data sets)."
     )
+    options: dict[str, Any] = Field(
+        {},
+        description="The problem's typed options (`aligntrain list problems`), e.g. the hub data set, pinned revision, "
+        "subsets and split sources of math and gsm8k (docs/data.md).",
+    )
 
     @field_validator("name")
     @classmethod
@@ -96,6 +101,16 @@ class ProblemConfig(_Section):
         if files is not None and set(files) != {"train", "validation", "test"}:
             raise ValueError(f"data_files needs exactly the keys train, validation, test; got {sorted(files)}")
         return files
+
+    @field_validator("options")
+    @classmethod
+    def _options_fit_problem(cls, options: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        from aligntrain.problems import PROBLEMS
+
+        name = info.data.get("name")  # absent when name itself failed validation
+        if name is not None:
+            PROBLEMS.parse(name, options)  # ValueError naming the problem and each bad option
+        return options
 
 
 class ModelConfig(_Section):

@@ -18,6 +18,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from aligntrain.options import Registry
 from aligntrain.problems.arith import ArithProblem
+from aligntrain.problems.competition_math import MathProblem
+from aligntrain.problems.gsm8k import Gsm8kProblem
 from aligntrain.problems.hydro import HydroProblem
 
 
@@ -87,6 +89,8 @@ class Problem(Protocol):
 PROBLEMS: Registry = Registry("problem")
 PROBLEMS.register(ArithProblem)
 PROBLEMS.register(HydroProblem)
+PROBLEMS.register(MathProblem)
+PROBLEMS.register(Gsm8kProblem)
 
 
 def get_problem(name: str) -> Problem:

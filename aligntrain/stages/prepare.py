@@ -1,9 +1,12 @@
 """Stage ``prepare``: the problem's train / val / test rows and the pretraining corpus.
 
-The embedded problem generates its rows from the study seed. A study may
-instead point ``problem.data_files`` at local parquet files (a hub data set
-exported once); their rows go through the same validation, so a malformed row
-stops the stage with its id.
+The embedded problem generates its rows from the study seed; a hub problem
+(``math``, ``gsm8k``: docs/data.md) draws them from its data set, read as its
+typed options (``problem.options``) say: a hub id at a pinned revision, or
+local parquet in the data set's schema. A study may instead point
+``problem.data_files`` at local parquet files of rows already mapped (a data
+set exported once); their rows go through the same validation, so a malformed
+row stops the stage with its id.
 """
 
 from __future__ import annotations
@@ -15,15 +18,21 @@ import pandas as pd
 from aligntrain.config import Params
 from aligntrain.io import atomic_path
 from aligntrain.paths import StudyPaths
-from aligntrain.problems import get_problem
+from aligntrain.problems import PROBLEMS, Problem, get_problem
+from aligntrain.problems.hub import HubProblem, corpus_from_rows
 
 SPLITS = ("train", "validation", "test")
 
 
+def problem_of(params: Params) -> Problem:
+    """The study's problem with its typed options (``problem.options``)."""
+    return PROBLEMS.parse(params.problem.name, params.problem.options)
+
+
 def generate_rows(params: Params) -> dict[str, list[dict]]:
-    """Rows of every split, from ``problem.data_files`` when given, else generated."""
+    """Rows of every split, from ``problem.data_files`` when given, else generated (or drawn from a data set)."""
     cfg = params.problem
-    problem = get_problem(cfg.name)
+    problem = problem_of(params)
     if cfg.data_files:
         return {split: pd.read_parquet(cfg.data_files[split]).to_dict("records") for split in SPLITS}
     sizes = {"train": cfg.train_size, "validation": cfg.validation_size, "test": cfg.test_size}
@@ -45,9 +54,12 @@ def validate_rows(params: Params, splits: dict[str, Sequence[dict]]) -> None:
 
 
 def pretrain_corpus(params: Params) -> list[str]:
-    return get_problem(params.problem.name).pretrain_corpus(
-        params.problem.pretrain_corpus_size, seed=params.study.seed
-    )
+    """The problem's pretraining corpus; a hub problem given ``data_files`` draws it from their train rows."""
+    cfg, problem = params.problem, problem_of(params)
+    if cfg.data_files and isinstance(problem, HubProblem):
+        train = pd.read_parquet(cfg.data_files["train"]).to_dict("records")
+        return corpus_from_rows(train, cfg.pretrain_corpus_size, f"{cfg.name}:pretrain:{params.study.seed}")
+    return problem.pretrain_corpus(cfg.pretrain_corpus_size, seed=params.study.seed)
 
 
 def write_outputs(paths: StudyPaths, splits: dict[str, Sequence[dict]], corpus: Sequence[str]) -> dict:
