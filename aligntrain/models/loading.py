@@ -7,34 +7,66 @@ from pathlib import Path
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from aligntrain.io import atomic_directory
+from aligntrain.models.adapters import (
+    ADAPTER_NAME,
+    check_quantization_supported,
+    is_peft_model,
+    merge_adapter,
+    quantization_config,
+)
+
+#: the subfolder of a saved model that holds the LoRA adapter it was merged from (peft's format)
+ADAPTER_DIR = "adapter"
 
 
 def load_model_and_tokenizer(
-    path: str | Path, *, dtype: str = "float32"
+    path: str | Path, *, dtype: str = "float32", quantization: str = "none"
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """``from_pretrained`` for both parts; a missing directory is a clear error."""
+    """``from_pretrained`` for both parts; a missing directory is a clear error. The tokenizer pads on the left.
+
+    ``quantization='nf4'`` loads the weights in 4-bit NormalFloat for QLoRA, on this
+    process's GPU; without CUDA (or bitsandbytes) it is refused before anything is read.
+    """
     import torch
 
+    check_quantization_supported(quantization)
     path = Path(path)
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"no model at {path} (expected {path / 'config.json'})")
     tokenizer = AutoTokenizer.from_pretrained(path)
     if tokenizer.pad_token is None:  # hub tokenizers often lack one; generation needs it
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+    # Batched generation continues each row from its last real token. (Set at every load:
+    # save_pretrained does not keep it; every trainer here pads its own batches explicitly.)
+    tokenizer.padding_side = "left"
+    kwargs = {}
+    if quantization == "nf4":
+        from accelerate import PartialState
+
+        kwargs = {
+            "quantization_config": quantization_config(dtype),
+            "device_map": {"": PartialState().local_process_index},
+        }
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype), **kwargs)
     return model, tokenizer
 
 
-def save_model_and_tokenizer(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, path: str | Path
-) -> None:
+def save_model_and_tokenizer(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, path: str | Path) -> None:
     """``save_pretrained`` into a temporary sibling, then an atomic rename.
 
     A model with NaN or inf weights (a diverged run) is refused before anything
     is written, so that it never replaces a good checkpoint or reaches evaluation.
+
+    A ``PeftModel`` (LoRA, QLoRA) is saved merged: its adapter goes to ``path/adapter``
+    (peft's format) and is merged into the base weights (:func:`merge_adapter`), and
+    ``path`` holds the plain full model, which ``from_pretrained`` loads without peft.
     """
     _check_finite_weights(model, path)
     with atomic_directory(path) as tmp:
+        if is_peft_model(model):
+            model.save_pretrained(tmp / ADAPTER_DIR, selected_adapters=[ADAPTER_NAME])
+            model = merge_adapter(model, tmp / ADAPTER_DIR)
+            _check_finite_weights(model, path)
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
 

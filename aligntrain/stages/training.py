@@ -1,9 +1,14 @@
 """Stages ``pretrain``, ``warmup`` and ``train@variant``: the three SFT runs of the study.
 
 pretrain: a fresh tiny Llama learns the problem's synthetic corpus (language
-modelling) — skipped when ``model.base_model`` names a pretrained checkpoint.
+modelling) — skipped when ``model.base_model`` names a pretrained model, which is
+resolved (hub id at its revision, or local path) and saved instead.
 warmup: CE SFT on the training prompts, the shared start of every variant.
 train@variant: the variant's objective from the warm-up checkpoint.
+
+warmup and train load their starting model in ``model.dtype``, with ``model.lora``'s
+adapters when set (merged into the saved model), and render the prompts with the chat
+template when ``model.chat_template`` is set (docs/models.md).
 """
 
 from __future__ import annotations
@@ -15,7 +20,16 @@ from transformers import TrainerCallback
 
 from aligntrain.config import OptimConfig, Params
 from aligntrain.io import fingerprint
-from aligntrain.models import build_char_tokenizer, build_tiny_llama, load_model_and_tokenizer, save_model_and_tokenizer
+from aligntrain.models import (
+    apply_lora,
+    build_char_tokenizer,
+    build_tiny_llama,
+    check_quantization_supported,
+    load_model_and_tokenizer,
+    load_pretrained,
+    save_model_and_tokenizer,
+    with_chat_template,
+)
 from aligntrain.objectives import CrossEntropy, ObjectiveOptions
 from aligntrain.paths import StudyPaths
 from aligntrain.problems import get_problem
@@ -64,17 +78,41 @@ def _fit(
 
 
 def _saver(model, tokenizer, path):
-    """Saves the trained model; the trainer calls it before removing its checkpoints."""
+    """Saves the trained model (merged, for LoRA); the trainer calls it before removing its checkpoints."""
     return lambda: save_model_and_tokenizer(model, tokenizer, path)
+
+
+def _load_for_training(params: Params, path, *, adapters: bool = True):
+    """The model at ``path`` in ``model.dtype``, wrapped with ``model.lora``'s adapters when set and ``adapters``.
+
+    QLoRA loads the base in 4-bit; a target module the model lacks fails here, before training.
+    """
+    m = params.model
+    lora = m.lora if adapters else None
+    model, tokenizer = load_model_and_tokenizer(path, dtype=m.dtype, quantization=lora.quantization if lora else "none")
+    if lora is not None:
+        model = apply_lora(model, lora, seed=params.study.seed)
+    return model, tokenizer
+
+
+def _prompts(params: Params, tokenizer, rows: Sequence[dict] | None) -> Sequence[dict] | None:
+    """``rows`` with their prompts rendered by the chat template when ``model.chat_template`` is set."""
+    return with_chat_template(rows, tokenizer) if rows and params.model.chat_template else rows
 
 
 def pretrain(
     params: Params, paths: StudyPaths, corpus: Sequence[str], splits: dict[str, Sequence[dict]],
     callbacks: Sequence[TrainerCallback] = (),
 ) -> dict[str, float]:
-    """Build the tokenizer and tiny Llama, train on the corpus, save to ``models/base``."""
+    """Build the tokenizer and tiny Llama, train on the corpus, save to ``models/base``.
+
+    With ``model.base_model``: resolve and load that model instead (a hub model missing on an
+    offline machine fails here, naming how to pre-fetch it) and save it in ``model.dtype``.
+    """
+    if params.model.lora is not None:  # QLoRA where it cannot run: refused before any work
+        check_quantization_supported(params.model.lora.quantization)
     if params.model.base_model:
-        model, tokenizer = load_model_and_tokenizer(params.model.base_model)
+        model, tokenizer = load_pretrained(params.model)
         save_model_and_tokenizer(model, tokenizer, paths.base_model)
         return {"pretrain_skipped": 1.0}
     texts = list(corpus) + [r[f] for rows in splits.values() for r in rows for f in ("prompt", "completion")]
@@ -103,7 +141,8 @@ def warmup(
     callbacks: Sequence[TrainerCallback] = (),
 ) -> dict[str, float]:
     """CE SFT from ``models/base`` on the training prompts; saves ``models/warmup``."""
-    model, tokenizer = load_model_and_tokenizer(paths.base_model)
+    model, tokenizer = _load_for_training(params, paths.base_model)
+    train_rows, val_rows = _prompts(params, tokenizer, train_rows), _prompts(params, tokenizer, val_rows)
     metrics = _fit(
         "warmup", params, paths, model, tokenizer, train_rows, params.warmup,
         objective=CrossEntropy(), eval_rows=val_rows, callbacks=callbacks,
@@ -118,7 +157,9 @@ def train_variant(
 ) -> dict[str, float]:
     """The variant's objective from ``models/warmup``; saves ``models/variants/<variant>``."""
     objective = params.variant(variant).options
-    model, tokenizer = load_model_and_tokenizer(paths.warmup_model)
+    # A variant that trains nothing is the warm-up model as it is: never wrapped in adapters.
+    model, tokenizer = _load_for_training(params, paths.warmup_model, adapters=objective.kind != "none")
+    train_rows, val_rows = _prompts(params, tokenizer, train_rows), _prompts(params, tokenizer, val_rows)
     fit = _TRAINERS[objective.kind]
     return fit(params, paths, variant, objective, model, tokenizer, train_rows, val_rows, callbacks)
 
@@ -143,7 +184,7 @@ def _rl_variant(params, paths, variant, objective, model, tokenizer, train_rows,
     problem = get_problem(params.problem.name)
     config = params.rl_config(variant)
     checkpoint_dir = _checkpoint_dir(
-        paths, f"train-{variant}", params.rl, objective, params.problem, params.study.seed,
+        paths, f"train-{variant}", params.rl, objective, params.model, params.problem, params.study.seed,
         _model_fingerprint(paths.warmup_model),
     )
     start = time.perf_counter()
