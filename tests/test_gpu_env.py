@@ -74,7 +74,7 @@ def test_the_gpu_extra_is_the_trl_compatible_vllm_range():
     gpu = {_canon(Requirement(r).name): Requirement(r).specifier for r in _project()["optional-dependencies"]["gpu"]}
     assert Version("0.22") in gpu["vllm"] and Version("0.31.0") in gpu["vllm"]
     assert Version("0.21.0") not in gpu["vllm"] and Version("0.32.0") not in gpu["vllm"]  # TRL 1.16 rejects them
-    assert {"peft", "bitsandbytes", "deepspeed"} <= set(gpu)
+    assert {"bitsandbytes", "deepspeed"} <= set(gpu)
 
 
 @pytest.mark.slow
@@ -89,6 +89,6 @@ def test_the_gpu_set_resolves_with_pips_resolver():
         timeout=900,
     )
     if out.returncode == 77:
-        pytest.skip(f"the package index is unreachable: {out.stdout.strip()}")
+        pytest.skip(out.stdout.strip() or "the package index is unreachable")
     assert out.returncode == 0, f"{out.stdout}\n{out.stderr[-6000:]}"
     assert "OK:" in out.stdout
