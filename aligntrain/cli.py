@@ -75,8 +75,12 @@ def run_stage(stage: pipeline.Stage, params_file: str, root: str, variant: str |
     root_ = Path(root)
     paths = StudyPaths(root_)
     with tracking.stage_run(
-        study=params.study.name, experiment=params.study.experiment, stage=stage.name, variant=variant,
-        params=stage.logged(params, variant), root=root_,
+        study=params.study.name,
+        experiment=params.study.experiment,
+        stage=stage.name,
+        variant=variant,
+        params=stage.logged(params, variant),
+        root=root_,
     ) as run:
         metrics = stage.run(params, paths, variant, run)
         run.log_metrics(metrics)
@@ -88,8 +92,9 @@ def run_stage(stage: pipeline.Stage, params_file: str, root: str, variant: str |
 def _command(stage: pipeline.Stage):
     if stage.per_variant:
 
-        def command(variant: str = VariantOpt, params: str = ParamsOpt, root: str = RootOpt,
-                    variants: str = VariantsOpt) -> None:
+        def command(
+            variant: str = VariantOpt, params: str = ParamsOpt, root: str = RootOpt, variants: str = VariantsOpt
+        ) -> None:
             run_stage(stage, params, root, variant, variants)
     else:
 

@@ -259,7 +259,9 @@ class RLSettings(OptimConfig):
         5.0, gt=0, description="Per-sample reward deadline in seconds; a late reward is unscorable (None: none)."
     )
     max_unscorable_fraction: Real = Field(
-        0.5, ge=0, le=1,
+        0.5,
+        ge=0,
+        le=1,
         description="A training step whose share of unscorable rewards exceeds this fails at once, naming the share "
         "(broken gold answers or grader), instead of training on zero advantages.",
     )
@@ -314,8 +316,13 @@ class RLConfig(RLSettings):
         # at call time (quantile='time_weighted' without a history decay) before training.
         n = self.num_generations
         compute_advantages(
-            self.rule, torch.zeros(1, n), answers=[[None] * n], logps=torch.full((1, n), -1.0),
-            history=copy.deepcopy(self.new_history()), step=0, threshold_state=MajorityThresholdState(),
+            self.rule,
+            torch.zeros(1, n),
+            answers=[[None] * n],
+            logps=torch.full((1, n), -1.0),
+            history=copy.deepcopy(self.new_history()),
+            step=0,
+            threshold_state=MajorityThresholdState(),
         )
         return self
 
@@ -417,7 +424,9 @@ class DiagnosticsConfig(_Section):
     )
     tail_fraction: Real = Field(0.25, gt=0, lt=1, description="Upper-tail share α of each pool in the QQ fit.")
     majority_consensus: Real = Field(
-        0.4, gt=0, le=1,
+        0.4,
+        gt=0,
+        le=1,
         description="Consensus ρ of the majority SFT weight (k = ⌈ρN⌉) set against the exact weight p_t·D/P.",
     )
     oracle: OracleGradientConfig = OracleGradientConfig()

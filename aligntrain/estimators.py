@@ -252,9 +252,7 @@ def _answer_pool(answers: Sequence[Hashable | None], correct: Hashable) -> tuple
         class_sizes = Counter(answers)
     except TypeError:  # an unhashable answer (a list, a dict): name it rather than leak a TypeError
         index, answer = next((i, a) for i, a in enumerate(answers) if not _hashable(a))
-        raise ValueError(
-            f"answers must hold hashable answer classes or None; answers[{index}] is {answer!r}"
-        ) from None
+        raise ValueError(f"answers must hold hashable answer classes or None; answers[{index}] is {answer!r}") from None
     n_unparseable = class_sizes.pop(None, 0)
     n_correct = class_sizes.pop(correct, 0)
     return n_correct, list(class_sizes.values()), n_unparseable

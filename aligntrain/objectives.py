@@ -216,7 +216,10 @@ class MajorityVote(ObjectiveOptions):
     )
     # validate_default: the "neither k nor consensus" check must also run when consensus is absent.
     consensus: Real | None = Field(
-        None, gt=0, le=1, validate_default=True,
+        None,
+        gt=0,
+        le=1,
+        validate_default=True,
         description="Consensus fraction ρ in (0, 1]: k = ceil(ρ·budget) (or give k).",
     )
 

@@ -68,8 +68,9 @@ def describe_options(cls: type[BaseModel]) -> list[OptionDoc]:
     rows = []
     for name, field in cls.model_fields.items():
         default = "required" if field.is_required() else repr(field.get_default(call_default_factory=True))
-        rows.append(OptionDoc(name, _type_name(field.annotation), default, _bounds(field.metadata),
-                              field.description or ""))
+        rows.append(
+            OptionDoc(name, _type_name(field.annotation), default, _bounds(field.metadata), field.description or "")
+        )
     return rows
 
 
@@ -154,6 +155,9 @@ def _bounds(metadata: list[Any]) -> str:
     parts = []
     for item in metadata:
         if isinstance(item, annotated_types.BaseMetadata):
-            parts += [f"{symbol} {getattr(item, bound)}" for bound, symbol in _BOUND_SYMBOLS.items()
-                      if getattr(item, bound, None) is not None]
+            parts += [
+                f"{symbol} {getattr(item, bound)}"
+                for bound, symbol in _BOUND_SYMBOLS.items()
+                if getattr(item, bound, None) is not None
+            ]
     return ", ".join(parts)

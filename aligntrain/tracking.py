@@ -86,8 +86,16 @@ def _study_experiment(mlflow, name: str, uri: str):
         from mlflow.exceptions import MlflowException
 
         aside = f"{name} (artifacts in {old})"
-        logger.warning("MLflow experiment %r of %s keeps its artifacts in %s, outside %s (a copied study "
-                       "folder?): renamed to %r; new runs log into %s", name, uri, old, home, aside, home)
+        logger.warning(
+            "MLflow experiment %r of %s keeps its artifacts in %s, outside %s (a copied study "
+            "folder?): renamed to %r; new runs log into %s",
+            name,
+            uri,
+            old,
+            home,
+            aside,
+            home,
+        )
         # Stages started together in the copy race for this: the first one's rename and experiment stand.
         with contextlib.suppress(MlflowException):
             client.rename_experiment(exp.experiment_id, aside)
@@ -215,8 +223,12 @@ class StageRun:
             call(*args, **kwargs)
         except Exception as err:  # noqa: BLE001  (any client or server error: the stage goes on)
             self.failed = True
-            logger.warning("MLflow %s failed on %s (%s); the stage goes on without logging to it",
-                           what, self._client.tracking_uri, err)
+            logger.warning(
+                "MLflow %s failed on %s (%s); the stage goes on without logging to it",
+                what,
+                self._client.tracking_uri,
+                err,
+            )
 
     def log_params(self, params: Mapping[str, Any]) -> None:
         from mlflow.entities import Param

@@ -62,9 +62,7 @@ def check_int(value: object, name: str, minimum: int) -> int:
     return number
 
 
-def check_int_sequence(
-    values: Iterable[object], name: str, minimum: int, *, item_name: str | None = None
-) -> list[int]:
+def check_int_sequence(values: Iterable[object], name: str, minimum: int, *, item_name: str | None = None) -> list[int]:
     """``values`` as a non-empty list of ints >= ``minimum``, in the given order.
 
     Accepted containers: lists, tuples, ranges, one-dimensional numpy arrays (read through

@@ -69,8 +69,7 @@ def answer_classes(answers: Sequence[Sequence[Any]] | Tensor, rewards: Tensor) -
     if bool(mixed[:, :n].any()):
         group = int(mixed[:, :n].any(dim=1).nonzero()[0])
         raise ValueError(
-            f"answers and rewards disagree: rollouts with the same answer class have different "
-            f"rewards (group {group})"
+            f"answers and rewards disagree: rollouts with the same answer class have different rewards (group {group})"
         )
     if bool((correct_counts[:, n] > 0).any()):
         group = int((correct_counts[:, n] > 0).nonzero()[0])

@@ -231,9 +231,7 @@ def check_context(context: RuleContext, needed: frozenset[str], rewards: Tensor,
         raise ValueError(f"history must be a RewardHistory, got {type(context.history).__name__}")
     if context.step is not None and (not is_int(context.step) or context.step < 0):
         raise ValueError(f"step must be an integer >= 0, got {context.step!r}")
-    if context.threshold_state is not None and not isinstance(
-        context.threshold_state, MajorityThresholdState
-    ):
+    if context.threshold_state is not None and not isinstance(context.threshold_state, MajorityThresholdState):
         raise ValueError(
             f"threshold_state must be a MajorityThresholdState, got {type(context.threshold_state).__name__}"
         )

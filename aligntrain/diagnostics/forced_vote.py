@@ -436,8 +436,13 @@ def _selection_exact(o: _Outcomes, n: int) -> tuple[float, np.ndarray]:
         feasible = n_l >= 0
         n_l = np.where(feasible, n_l, 0)
         log_mass = (
-            gammaln(draws + 1) - gammaln(n_t + 1) - gammaln(n_e + 1) - gammaln(n_l + 1)
-            + xlogy(n_t, p) + xlogy(n_e, e) + xlogy(n_l, q)
+            gammaln(draws + 1)
+            - gammaln(n_t + 1)
+            - gammaln(n_e + 1)
+            - gammaln(n_l + 1)
+            + xlogy(n_t, p)
+            + xlogy(n_e, e)
+            + xlogy(n_l, q)
         )
         with np.errstate(invalid="ignore", divide="ignore"):
             shares = np.nan_to_num(share(n_t, n_e))  # 0/0 (nothing maximal drawn) scores 0
@@ -879,8 +884,20 @@ POOL_STRATEGIES: Mapping[str, _PoolOutcomes] = {
 }
 
 _POOL_COLUMNS = [
-    "prompt_id", "budget", "strategy", "num_samples", "num_outcomes", "p_target", "value",
-    "a_target", "rivalry_correction", "exact_derivative", "efficiency", "paper_ratio", "method", "reason",
+    "prompt_id",
+    "budget",
+    "strategy",
+    "num_samples",
+    "num_outcomes",
+    "p_target",
+    "value",
+    "a_target",
+    "rivalry_correction",
+    "exact_derivative",
+    "efficiency",
+    "paper_ratio",
+    "method",
+    "reason",
 ]
 
 

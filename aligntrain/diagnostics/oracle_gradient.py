@@ -172,9 +172,7 @@ def forced_vote_oracle_advantage(
     if classes.ndim != 1 or classes.size == 0 or not np.issubdtype(classes.dtype, np.integer):
         raise ValueError("class_index_per_sample must be a non-empty one-dimensional integer array")
     if classes.min() < 0 or classes.max() >= sensitivities.size:
-        raise ValueError(
-            f"class_index_per_sample must lie in [0, len(class_sensitivities) = {sensitivities.size})"
-        )
+        raise ValueError(f"class_index_per_sample must lie in [0, len(class_sensitivities) = {sensitivities.size})")
     return sensitivities[classes] - n * check_probability(value, "value")
 
 
@@ -236,9 +234,7 @@ def _split_layers(model: Any, layer: int) -> tuple[Any, list[Any]]:
     """The differentiated decoder layer and the layers above it."""
     layers = list(model.get_decoder().layers)
     if not is_int(layer) or not -len(layers) <= layer < len(layers):
-        raise ValueError(
-            f"layer must be an integer index into the model's {len(layers)} decoder layers, got {layer!r}"
-        )
+        raise ValueError(f"layer must be an integer index into the model's {len(layers)} decoder layers, got {layer!r}")
     index = int(layer) % len(layers)
     return layers[index], layers[index + 1 :]
 
@@ -537,15 +533,16 @@ def oracle_gradient_cosines(
                 records += [(label, rule, n, s, np.nan, "skipped", reason) for s in seeds]
                 continue
             groups = [draw_group(pool_size, n, s, stream, replace) for s in seeds]
-            coefficients, all_zero = _group_coefficients(
-                rule, options, groups, reward_vector, answers, logp_vector
-            )
+            coefficients, all_zero = _group_coefficients(rule, options, groups, reward_vector, answers, logp_vector)
             cosines = _cosines(gram, coefficients, oracle_coefficients)
             for seed, zero, cosine in zip(seeds, all_zero, cosines):
                 status = (
-                    "zero_oracle" if oracle_is_zero
-                    else "zero_advantages" if zero
-                    else "zero_gradient" if np.isnan(cosine)
+                    "zero_oracle"
+                    if oracle_is_zero
+                    else "zero_advantages"
+                    if zero
+                    else "zero_gradient"
+                    if np.isnan(cosine)
                     else "ok"
                 )
                 records.append((label, rule, n, seed, cosine if status == "ok" else np.nan, status, ""))

@@ -249,9 +249,7 @@ def generate_splits(
     return {split: generate_split(split, n, levels, seed) for split, n in sizes.items()}
 
 
-def pretrain_corpus(
-    n: int, seed: int = 0, levels: Sequence[int] = LEVELS, drill_fraction: float = 0.2
-) -> list[str]:
+def pretrain_corpus(n: int, seed: int = 0, levels: Sequence[int] = LEVELS, drill_fraction: float = 0.2) -> list[str]:
     """``n`` pretraining texts (prompt + completion), all from the train partition.
 
     Each text is a drill with probability ``drill_fraction`` and otherwise a
@@ -332,9 +330,7 @@ class ArithProblem(rows.RowStore, Options):
     levels: ClassVar[tuple[int, ...]] = LEVELS
     stop_text: ClassVar[str] = STOP_TEXT
 
-    def generate_splits(
-        self, sizes: Mapping[str, int], levels: Sequence[int], seed: int
-    ) -> dict[str, list[ArithRow]]:
+    def generate_splits(self, sizes: Mapping[str, int], levels: Sequence[int], seed: int) -> dict[str, list[ArithRow]]:
         return generate_splits(sizes, levels, seed)
 
     def pretrain_corpus(self, n: int, seed: int) -> list[str]:

@@ -153,8 +153,8 @@ def valley_reward(sequence: str) -> float:
     if len(sequence) < 10:
         return UNSCORABLE_REWARD
     h = hydrophobicity(sequence)
-    trap = 4.0 * math.exp(-float(h - Fraction(35, 100)) ** 2 / 0.05)
-    jackpot = 12.0 * math.exp(-float(h - Fraction(75, 100)) ** 2 / 0.015)
+    trap = 4.0 * math.exp(-(float(h - Fraction(35, 100)) ** 2) / 0.05)
+    jackpot = 12.0 * math.exp(-(float(h - Fraction(75, 100)) ** 2) / 0.015)
     in_valley = Fraction(45, 100) < h < Fraction(60, 100)
     return trap + jackpot - 2.0 * in_valley
 
@@ -172,7 +172,7 @@ def complement_reward(sequence: str, h_in: numbers.Real) -> float:
     if len(sequence) < 5:
         return UNSCORABLE_REWARD
     h, h_in = hydrophobicity(sequence), Fraction(h_in)
-    ridge = 10.0 * math.exp(-float(h - (1 - h_in)) ** 2 / 0.05)
+    ridge = 10.0 * math.exp(-(float(h - (1 - h_in)) ** 2) / 0.05)
     copies_input = abs(h - h_in) < Fraction(1, 10) and abs(h_in - Fraction(1, 2)) > Fraction(1, 10)
     return ridge - 2.0 * copies_input
 
@@ -230,9 +230,7 @@ TASKS: dict[int, Task] = {
     ),
     2: Task(
         name="complement",
-        prompt_form=re.compile(
-            rf"C:(?P<input>{_RESIDUE_CLASS}{{{INPUT_LENGTHS[0]},{INPUT_LENGTHS[1]}}})\n"
-        ),
+        prompt_form=re.compile(rf"C:(?P<input>{_RESIDUE_CLASS}{{{INPUT_LENGTHS[0]},{INPUT_LENGTHS[1]}}})\n"),
         sample_prompt=lambda rng: f"C:{input_sequence(rng)}\n",
         score=lambda sequence, prompt: complement_reward(sequence, hydrophobicity(prompt["input"])),
     ),
@@ -382,11 +380,7 @@ def validate_row(row: Mapping[str, Any]) -> None:
     completion = row["completion"]
     sequence = completion[: -len(STOP_TEXT)]
     low, high = GOLD_LENGTHS
-    if (
-        not completion.endswith(STOP_TEXT)
-        or not _RESIDUES.issuperset(sequence)
-        or not low <= len(sequence) <= high
-    ):
+    if not completion.endswith(STOP_TEXT) or not _RESIDUES.issuperset(sequence) or not low <= len(sequence) <= high:
         raise bad("completion", f"must be {low}-{high} residues of {ALPHABET!r} then {STOP_TEXT!r}, got {completion!r}")
     if row["answer"] != sequence:
         raise bad("answer", f"is {row['answer']!r}, the completion spells {sequence!r}")
@@ -425,9 +419,7 @@ class HydroProblem(rows.RowStore, Options):
     levels: ClassVar[tuple[int, ...]] = LEVELS
     stop_text: ClassVar[str] = STOP_TEXT
 
-    def generate_splits(
-        self, sizes: Mapping[str, int], levels: Sequence[int], seed: int
-    ) -> dict[str, list[HydroRow]]:
+    def generate_splits(self, sizes: Mapping[str, int], levels: Sequence[int], seed: int) -> dict[str, list[HydroRow]]:
         return generate_splits(sizes, levels, seed)
 
     def pretrain_corpus(self, n: int, seed: int) -> list[str]:

@@ -37,30 +37,37 @@ from dataclasses import dataclass, field
 
 from aligntrain.sandbox._supervisor import KEEP_BYTES, PROG_PATH, SANDBOX_ID, STATUSES
 
-__all__ = ["KEEP_BYTES", "SANDBOX_ID", "STATUSES", "SandboxPool", "SandboxUnavailable", "TestResult",
-           "check_sandbox", "run_tests"]
+__all__ = [
+    "KEEP_BYTES",
+    "SANDBOX_ID",
+    "STATUSES",
+    "SandboxPool",
+    "SandboxUnavailable",
+    "TestResult",
+    "check_sandbox",
+    "run_tests",
+]
 
-UNSHARE_PATH: str | None = None       # None: look up `unshare` on PATH (tests override this)
+UNSHARE_PATH: str | None = None  # None: look up `unshare` on PATH (tests override this)
 SUPERVISOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_supervisor.py")
-SUPERVISOR_SLACK_S = 15.0             # the caller's budget: this + tests x (timeout_s + 1 s)
+SUPERVISOR_SLACK_S = 15.0  # the caller's budget: this + tests x (timeout_s + 1 s)
 # Host paths visible (read-only) inside the sandbox; everything else, including this
 # repository, /root, /home and the host's /tmp, does not exist there. Symlinks (merged
 # /usr: /bin -> usr/bin) are recreated as symlinks. The interpreter's prefix is added.
-RO_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32",
-            "/etc/ld.so.cache", "/etc/localtime")
+RO_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc/ld.so.cache", "/etc/localtime")
 
 
 @dataclass(frozen=True)
 class TestResult:
     """Outcome of one test. ``status`` is one of STATUSES; ``wall_s`` times the program only."""
 
-    __test__ = False   # not a pytest test class
+    __test__ = False  # not a pytest test class
 
     passed: bool
     status: str
     wall_s: float
-    stdout: str = field(default="", repr=False)   # first KEEP_BYTES of the program's stdout
-    detail: str = field(default="", repr=False)   # stderr tail, or why the sandbox failed
+    stdout: str = field(default="", repr=False)  # first KEEP_BYTES of the program's stdout
+    detail: str = field(default="", repr=False)  # stderr tail, or why the sandbox failed
 
 
 class SandboxUnavailable(RuntimeError):
@@ -76,7 +83,7 @@ def _ro_paths(python: str) -> list[str]:
     paths = list(RO_PATHS)
     if python == os.path.realpath(sys.executable):
         prefix = os.path.realpath(sys.base_prefix)
-    else:   # another interpreter: assume the usual PREFIX/bin/pythonX.Y layout
+    else:  # another interpreter: assume the usual PREFIX/bin/pythonX.Y layout
         prefix = os.path.dirname(os.path.dirname(python))
     for extra in (prefix, os.path.dirname(python)):
         if not any(extra == p or extra.startswith(p + "/") for p in ("/usr", *paths)):
@@ -98,39 +105,80 @@ def _kill_supervisor(proc: subprocess.Popen, isolate: bool) -> None:
             return
         except (OSError, subprocess.TimeoutExpired):
             pass
-    os.killpg(proc.pid, signal.SIGKILL)   # unshare and the supervisor share this process group
+    os.killpg(proc.pid, signal.SIGKILL)  # unshare and the supervisor share this process group
     proc.wait()
 
 
-def _run(program: str, tests: list[tuple[str, str]], *, isolate: bool, timeout_s: float, memory_mb: int,
-         max_output_bytes: int, max_procs: int, tmp_mb: int, python: str | None) -> list[TestResult]:
+def _run(
+    program: str,
+    tests: list[tuple[str, str]],
+    *,
+    isolate: bool,
+    timeout_s: float,
+    memory_mb: int,
+    max_output_bytes: int,
+    max_procs: int,
+    tmp_mb: int,
+    python: str | None,
+) -> list[TestResult]:
     python = os.path.realpath(python or sys.executable)
     unshare = UNSHARE_PATH or shutil.which("unshare")
     if isolate and not (unshare and os.access(unshare, os.X_OK)):
-        return _errors(len(tests), "util-linux `unshare` not found: refusing to run untrusted code "
-                                   "without namespaces (allow_unsandboxed=True opts in)")
+        return _errors(
+            len(tests),
+            "util-linux `unshare` not found: refusing to run untrusted code "
+            "without namespaces (allow_unsandboxed=True opts in)",
+        )
     real_root = os.geteuid() == 0
     workdir = tempfile.mkdtemp(prefix="aligntrain-sandbox-")
     try:
         if real_root and not isolate:
             os.chown(workdir, SANDBOX_ID, SANDBOX_ID)
-        cfg = {"program": program, "tests": tests, "isolate": isolate, "setuid": real_root,
-               "root": workdir, "ro_paths": _ro_paths(python), "python": python,
-               "prog_path": PROG_PATH if isolate else os.path.join(workdir, "prog.py"),
-               "cwd": "/tmp" if isolate else workdir, "timeout_s": timeout_s, "memory_mb": memory_mb,
-               "max_output_bytes": max_output_bytes, "max_procs": max_procs, "tmp_mb": tmp_mb}
+        cfg = {
+            "program": program,
+            "tests": tests,
+            "isolate": isolate,
+            "setuid": real_root,
+            "root": workdir,
+            "ro_paths": _ro_paths(python),
+            "python": python,
+            "prog_path": PROG_PATH if isolate else os.path.join(workdir, "prog.py"),
+            "cwd": "/tmp" if isolate else workdir,
+            "timeout_s": timeout_s,
+            "memory_mb": memory_mb,
+            "max_output_bytes": max_output_bytes,
+            "max_procs": max_procs,
+            "tmp_mb": tmp_mb,
+        }
         cmd = [sys.executable, "-I", "-S", SUPERVISOR]
         if isolate:
             userns = [] if real_root else ["--user", "--map-root-user"]  # root needs no user namespace
-            cmd = [unshare, *userns, "--mount", "--net", "--ipc", "--uts", "--pid", "--fork",
-                   "--kill-child", "--", *cmd]
+            cmd = [
+                unshare,
+                *userns,
+                "--mount",
+                "--net",
+                "--ipc",
+                "--uts",
+                "--pid",
+                "--fork",
+                "--kill-child",
+                "--",
+                *cmd,
+            ]
         # The supervisor enforces each test's timeout; this budget only guards against the
         # supervisor itself hanging or being starved, so that the caller can never hang.
         budget = SUPERVISOR_SLACK_S + len(tests) * (timeout_s + 1.0)
         note = ""
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                cwd="/", env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd="/",
+            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+            start_new_session=True,
+        )
         try:
             out, err = proc.communicate(json.dumps(cfg).encode(), timeout=budget)
         except subprocess.TimeoutExpired:
@@ -140,7 +188,7 @@ def _run(program: str, tests: list[tuple[str, str]], *, isolate: bool, timeout_s
                 out, err = proc.communicate(timeout=10)
             except subprocess.TimeoutExpired:
                 out, err = b"", b""
-        except BaseException:   # e.g. KeyboardInterrupt in a training loop: take the sandbox down too
+        except BaseException:  # e.g. KeyboardInterrupt in a training loop: take the sandbox down too
             _kill_supervisor(proc, isolate)
             raise
     finally:
@@ -150,10 +198,20 @@ def _run(program: str, tests: list[tuple[str, str]], *, isolate: bool, timeout_s
         try:
             rec = json.loads(line)
             if "setup_error" in rec:
-                return _errors(len(tests), f"sandbox setup failed ({rec['setup_error']}); refusing to run "
-                                           "untrusted code without it (allow_unsandboxed=True opts in)")
-            results.append(TestResult(rec["status"] == "passed", rec["status"], rec["wall_s"],
-                                      rec.get("stdout", ""), rec.get("detail", "")))
+                return _errors(
+                    len(tests),
+                    f"sandbox setup failed ({rec['setup_error']}); refusing to run "
+                    "untrusted code without it (allow_unsandboxed=True opts in)",
+                )
+            results.append(
+                TestResult(
+                    rec["status"] == "passed",
+                    rec["status"],
+                    rec["wall_s"],
+                    rec.get("stdout", ""),
+                    rec.get("detail", ""),
+                )
+            )
         except (ValueError, KeyError, TypeError) as exc:
             note = f"unreadable supervisor output: {exc}"
             break
@@ -164,8 +222,17 @@ def _run(program: str, tests: list[tuple[str, str]], *, isolate: bool, timeout_s
 @functools.cache
 def _probe() -> str:
     """'' if the namespace sandbox works here, else why not (cached per process)."""
-    [res] = _run("print('ok')", [("", "ok")], isolate=True, timeout_s=10.0, memory_mb=256,
-                 max_output_bytes=1024, max_procs=16, tmp_mb=1, python=None)
+    [res] = _run(
+        "print('ok')",
+        [("", "ok")],
+        isolate=True,
+        timeout_s=10.0,
+        memory_mb=256,
+        max_output_bytes=1024,
+        max_procs=16,
+        tmp_mb=1,
+        python=None,
+    )
     return "" if res.passed else (res.detail or res.status)
 
 
@@ -176,9 +243,18 @@ def check_sandbox() -> None:
         raise SandboxUnavailable(f"the aligntrain sandbox cannot isolate programs on this machine: {why}")
 
 
-def run_tests(program: str, tests: Sequence[tuple[str, str]], *, timeout_s: float = 2.0, memory_mb: int = 256,
-              max_output_bytes: int = 4 << 20, max_procs: int = 16, tmp_mb: int = 64,
-              allow_unsandboxed: bool = False, python: str | None = None) -> list[TestResult]:
+def run_tests(
+    program: str,
+    tests: Sequence[tuple[str, str]],
+    *,
+    timeout_s: float = 2.0,
+    memory_mb: int = 256,
+    max_output_bytes: int = 4 << 20,
+    max_procs: int = 16,
+    tmp_mb: int = 64,
+    allow_unsandboxed: bool = False,
+    python: str | None = None,
+) -> list[TestResult]:
     """Run ``program`` once per (stdin, expected stdout) test, each in a fresh confined process.
 
     Limits per test: ``timeout_s`` wall clock (CPU time too), ``memory_mb`` address space per
@@ -198,8 +274,17 @@ def run_tests(program: str, tests: Sequence[tuple[str, str]], *, timeout_s: floa
             f"aligntrain sandbox unavailable ({why}); running WITHOUT namespaces", RuntimeWarning, stacklevel=2
         )
         isolate = False
-    return _run(program, tests, isolate=isolate, timeout_s=timeout_s, memory_mb=memory_mb,
-                max_output_bytes=max_output_bytes, max_procs=max_procs, tmp_mb=tmp_mb, python=python)
+    return _run(
+        program,
+        tests,
+        isolate=isolate,
+        timeout_s=timeout_s,
+        memory_mb=memory_mb,
+        max_output_bytes=max_output_bytes,
+        max_procs=max_procs,
+        tmp_mb=tmp_mb,
+        python=python,
+    )
 
 
 class SandboxPool:

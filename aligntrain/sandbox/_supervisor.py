@@ -20,15 +20,17 @@ import sys
 import time
 
 STATUSES = ("passed", "failed", "timeout", "memory", "crashed", "output_limit", "sandbox_error")
-SANDBOX_ID = 65534                    # "nobody": the uid/gid programs run as
-PROG_PATH = "/sandbox/prog.py"        # inside the sandbox root (read-only)
-KEEP_BYTES = 4096                     # stdout head / stderr tail kept in a TestResult
+SANDBOX_ID = 65534  # "nobody": the uid/gid programs run as
+PROG_PATH = "/sandbox/prog.py"  # inside the sandbox root (read-only)
+KEEP_BYTES = 4096  # stdout head / stderr tail kept in a TestResult
 DEVICES = ("null", "zero", "full", "random", "urandom")
 # Programs run under `python -I -S`: isolated from PYTHON* variables and without `site`,
 # whose .pth files can cost 30 ms per start (and expose the interpreter's site-packages).
 # `site` is also what defines exit() and quit(), which contest solutions use: restore them.
-BOOTSTRAP = ("import sys, builtins; builtins.exit = builtins.quit = sys.exit; del sys.argv[0]; "
-             "__file__ = sys.argv[0]; del sys, builtins; exec(compile(open(__file__, 'rb').read(), __file__, 'exec'))")
+BOOTSTRAP = (
+    "import sys, builtins; builtins.exit = builtins.quit = sys.exit; del sys.argv[0]; "
+    "__file__ = sys.argv[0]; del sys, builtins; exec(compile(open(__file__, 'rb').read(), __file__, 'exec'))"
+)
 
 # Linux constants (not all exposed by the os module).
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
@@ -68,14 +70,14 @@ def _bind(src: str, dst: str, flags: int) -> None:
     _mount(src, dst, None, MS_BIND)
     st = os.statvfs(src).f_flag
     kept = st & (MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC | 1024 | 2048)  # 1024/2048: noatime, nodiratime
-    kept |= MS_RELATIME if st & 4096 else 0                                   # ST_RELATIME is 4096
+    kept |= MS_RELATIME if st & 4096 else 0  # ST_RELATIME is 4096
     _mount(None, dst, None, MS_REMOUNT | MS_BIND | flags | kept)
 
 
 def _build_root(cfg: dict) -> None:
     """Make a tmpfs root holding only cfg["ro_paths"], devices, /proc, /tmp and the program; pivot into it."""
-    root = cfg["root"]   # an empty host directory, used only as a mount point
-    _mount(None, "/", None, MS_REC | MS_PRIVATE)          # nothing we mount propagates to the host
+    root = cfg["root"]  # an empty host directory, used only as a mount point
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing we mount propagates to the host
     _mount("sandbox", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m")
     for src in cfg["ro_paths"]:
         if not os.path.lexists(src):
@@ -100,9 +102,9 @@ def _build_root(cfg: dict) -> None:
         os.symlink(f"/proc/self/fd/{i}", f"{dev}/{name}")
     os.symlink("/proc/self/fd", f"{dev}/fd")
     _mount(None, dev, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC)
-    os.mkdir(root + "/proc")   # a new procfs shows only this PID namespace's processes
+    os.mkdir(root + "/proc")  # a new procfs shows only this PID namespace's processes
     _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    os.mkdir(root + "/tmp")    # the only writable place: a tmpfs per test (_fresh_tmp)
+    os.mkdir(root + "/tmp")  # the only writable place: a tmpfs per test (_fresh_tmp)
     os.makedirs(os.path.dirname(root + PROG_PATH))
     with open(root + PROG_PATH, "w", encoding="utf-8") as f:
         f.write(cfg["program"])
@@ -122,24 +124,24 @@ def _fresh_tmp(cfg: dict) -> None:
     """An empty /tmp for each test, so tests of one program cannot pass state (or a full
     disk) to each other; its size caps what a program can store."""
     if os.path.ismount("/tmp"):
-        _sys("umount2", b"/tmp", MNT_DETACH)   # files still open in killed processes go with it
+        _sys("umount2", b"/tmp", MNT_DETACH)  # files still open in killed processes go with it
     _mount("sandbox-tmp", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={cfg['tmp_mb']}m")
 
 
 def _exec_program(cfg: dict, stdin_fd: int, out_w: int, err_w: int, report_w: int) -> None:
     """In the forked child: confine this process, then exec the program (never returns)."""
-    os.setsid()                            # own session and process group
+    os.setsid()  # own session and process group
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     for fd, target in ((stdin_fd, 0), (out_w, 1), (err_w, 2)):
         os.dup2(fd, target)
-    os.closerange(3, report_w)             # report_w is close-on-exec: EOF on it means exec worked
+    os.closerange(3, report_w)  # report_w is close-on-exec: EOF on it means exec worked
     os.closerange(report_w + 1, 1 << 16)
     os.chdir(cfg["cwd"])
-    if cfg["setuid"]:                      # real root: become nobody on the host as well
+    if cfg["setuid"]:  # real root: become nobody on the host as well
         os.setgroups([])
         os.setresgid(SANDBOX_ID, SANDBOX_ID, SANDBOX_ID)
         os.setresuid(SANDBOX_ID, SANDBOX_ID, SANDBOX_ID)
-        _prctl(PR_SET_DUMPABLE, 1)         # else /proc/self stays root's and the maps below are refused
+        _prctl(PR_SET_DUMPABLE, 1)  # else /proc/self stays root's and the maps below are refused
     if cfg["isolate"]:
         # A nested user namespace owned by no one the program can become: the program has
         # no capability over the supervisor's mounts (it cannot unmount /tmp or remount /
@@ -148,8 +150,11 @@ def _exec_program(cfg: dict, stdin_fd: int, out_w: int, err_w: int, report_w: in
         # same uid do not share one budget.
         uid, gid = os.geteuid(), os.getegid()
         _sys("unshare", CLONE_NEWUSER)
-        for name, text in (("setgroups", "deny"), ("uid_map", f"{SANDBOX_ID} {uid} 1"),
-                           ("gid_map", f"{SANDBOX_ID} {gid} 1")):
+        for name, text in (
+            ("setgroups", "deny"),
+            ("uid_map", f"{SANDBOX_ID} {uid} 1"),
+            ("gid_map", f"{SANDBOX_ID} {gid} 1"),
+        ):
             with open(f"/proc/self/{name}", "w") as f:
                 f.write(text)
         # No user namespaces below this one: without them the program can create no
@@ -158,11 +163,16 @@ def _exec_program(cfg: dict, stdin_fd: int, out_w: int, err_w: int, report_w: in
             f.write("0")
     mib = 1 << 20
     cpu = math.ceil(cfg["timeout_s"]) + 1  # backstop for the wall clock, per process
-    for res, value in ((resource.RLIMIT_CPU, cpu), (resource.RLIMIT_AS, cfg["memory_mb"] * mib),
-                       (resource.RLIMIT_NPROC, cfg["max_procs"]), (resource.RLIMIT_NOFILE, 64),
-                       (resource.RLIMIT_FSIZE, cfg["tmp_mb"] * mib), (resource.RLIMIT_CORE, 0),
-                       (resource.RLIMIT_MEMLOCK, 0)):
-        resource.setrlimit(res, (value, value))   # soft == hard: the program cannot raise them
+    for res, value in (
+        (resource.RLIMIT_CPU, cpu),
+        (resource.RLIMIT_AS, cfg["memory_mb"] * mib),
+        (resource.RLIMIT_NPROC, cfg["max_procs"]),
+        (resource.RLIMIT_NOFILE, 64),
+        (resource.RLIMIT_FSIZE, cfg["tmp_mb"] * mib),
+        (resource.RLIMIT_CORE, 0),
+        (resource.RLIMIT_MEMLOCK, 0),
+    ):
+        resource.setrlimit(res, (value, value))  # soft == hard: the program cannot raise them
     _prctl(PR_SET_NO_NEW_PRIVS, 1)  # setuid binaries cannot regain privileges
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/tmp", "TMPDIR": "/tmp"}
     os.execve(cfg["python"], [cfg["python"], "-I", "-S", "-c", BOOTSTRAP, cfg["prog_path"]], env)
@@ -176,7 +186,7 @@ def _kill_all(pid: int) -> None:
         try:
             os.kill(-1, signal.SIGKILL)
         except ProcessLookupError:
-            pass   # nothing left
+            pass  # nothing left
         return
     # Unsandboxed fallback (NEVER kill(-1) here: that would be every process we may signal).
     # The process group, then whatever was orphaned to us (we are a child sub-reaper).
@@ -191,7 +201,7 @@ def _kill_all(pid: int) -> None:
                 with open(f"/proc/self/task/{tid}/children") as f:
                     children.update(int(c) for c in f.read().split())
         except OSError:
-            return   # kernel without /proc/PID/task/TID/children: the process group kill is all
+            return  # kernel without /proc/PID/task/TID/children: the process group kill is all
         children.discard(pid)
         if not children:
             return
@@ -228,7 +238,7 @@ def _run_one(cfg: dict, stdin_text: str, expected: str) -> dict:
         _fresh_tmp(cfg)
     expected_b = expected.encode()
     cap = max(cfg["max_output_bytes"], 2 * len(expected_b))
-    stdin_fd = os.memfd_create("stdin")    # any size of input, no writer thread needed
+    stdin_fd = os.memfd_create("stdin")  # any size of input, no writer thread needed
     os.write(stdin_fd, stdin_text.encode())
     os.lseek(stdin_fd, 0, os.SEEK_SET)
     out_r, out_w = os.pipe()
@@ -257,7 +267,7 @@ def _run_one(cfg: dict, stdin_text: str, expected: str) -> dict:
 
     out, err, err_total, status, verdict = bytearray(), b"", 0, None, None
     try:
-        pidfd = os.pidfd_open(pid)         # readable when the program exits
+        pidfd = os.pidfd_open(pid)  # readable when the program exits
     except (AttributeError, OSError):
         pidfd = None
     poller = select.poll()
@@ -309,16 +319,22 @@ def _run_one(cfg: dict, stdin_text: str, expected: str) -> dict:
         if len(out) > cap:
             verdict = "output_limit"
         elif os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU:
-            verdict = "timeout"                  # RLIMIT_CPU
+            verdict = "timeout"  # RLIMIT_CPU
         elif os.WIFSIGNALED(status) or os.WEXITSTATUS(status) != 0:
             verdict = "memory" if b"MemoryError" in err else "crashed"
-            err += (f"\n[killed by {signal.Signals(os.WTERMSIG(status)).name}]" if os.WIFSIGNALED(status)
-                    else f"\n[exit status {os.WEXITSTATUS(status)}]").encode()
+            err += (
+                f"\n[killed by {signal.Signals(os.WTERMSIG(status)).name}]"
+                if os.WIFSIGNALED(status)
+                else f"\n[exit status {os.WEXITSTATUS(status)}]"
+            ).encode()
         else:
             verdict = "passed" if _normalize(bytes(out)) == _normalize(expected_b) else "failed"
-    return {"status": verdict, "wall_s": round(wall, 6),
-            "stdout": out[:KEEP_BYTES].decode("utf-8", errors="replace"),
-            "detail": err.decode("utf-8", errors="replace")}
+    return {
+        "status": verdict,
+        "wall_s": round(wall, 6),
+        "stdout": out[:KEEP_BYTES].decode("utf-8", errors="replace"),
+        "detail": err.decode("utf-8", errors="replace"),
+    }
 
 
 def _supervise() -> int:

@@ -70,12 +70,22 @@ def majority_weight_comparison(
             continue  # no gradient to compare: the gold answer is absent, or every sample is it
         for n in budgets:
             w = training_weight_comparison(
-                dist.probs, n, "majority", dist.target,
-                threshold=consensus_threshold(n, consensus), votable=dist.votable, correct=dist.correct,
+                dist.probs,
+                n,
+                "majority",
+                dist.target,
+                threshold=consensus_threshold(n, consensus),
+                votable=dist.votable,
+                correct=dist.correct,
             )
             records.append(
-                {"prompt_id": prompt_id, "budget": n, "p_target": w.p_target,
-                 "diagonal_weight": w.diagonal_weight, "exact_weight": w.exact_weight}
+                {
+                    "prompt_id": prompt_id,
+                    "budget": n,
+                    "p_target": w.p_target,
+                    "diagonal_weight": w.diagonal_weight,
+                    "exact_weight": w.exact_weight,
+                }
             )
     columns = ["prompt_id", "budget", "p_target", "diagonal_weight", "exact_weight"]
     return pd.DataFrame.from_records(records, columns=columns)
@@ -105,8 +115,12 @@ def diagnose_variant(params: Params, paths: StudyPaths, variant: str, test_rows:
     )
     model, tokenizer = load_model_and_tokenizer(paths.variant_model(variant))
     confidence = greedy_confidence(
-        model, tokenizer, test_rows, problem,
-        max_new_tokens=params.rollouts.max_new_tokens, batch_size=params.rollouts.batch_size,
+        model,
+        tokenizer,
+        test_rows,
+        problem,
+        max_new_tokens=params.rollouts.max_new_tokens,
+        batch_size=params.rollouts.batch_size,
     )
     shift = reward_distribution(pool, binary)
     summary: dict = {
@@ -181,12 +195,18 @@ def oracle_gradient(params: Params, paths: StudyPaths, test_rows: Sequence[dict]
     rows = list(test_rows[: cfg.prompts])
     model, tokenizer = load_model_and_tokenizer(paths.variant_model(cfg.variant))
     sampling = SamplingConfig(
-        temperature=params.rollouts.temperature, top_p=params.rollouts.top_p,
+        temperature=params.rollouts.temperature,
+        top_p=params.rollouts.top_p,
         max_new_tokens=params.rollouts.max_new_tokens,
     )
     completions = sample_completions(
-        model, tokenizer, [r["prompt"] for r in rows], cfg.samples_per_prompt, sampling,
-        batch_size=params.rollouts.batch_size, seed=params.study.seed + 7919,  # not the evaluation pool's draws
+        model,
+        tokenizer,
+        [r["prompt"] for r in rows],
+        cfg.samples_per_prompt,
+        sampling,
+        batch_size=params.rollouts.batch_size,
+        seed=params.study.seed + 7919,  # not the evaluation pool's draws
     )
     graded = list(zip(completions, grade_completions(rows, completions, problem), strict=True))
     pools = []
@@ -195,9 +215,7 @@ def oracle_gradient(params: Params, paths: StudyPaths, test_rows: Sequence[dict]
         grades = [grade for c, grade in graded if c.prompt_index == p]
         group = pd.DataFrame({column: [g[column] for g in grades] for column in ("reward", "correct", "answer_class")})
         gold = problem.gold_class(row)
-        advantages = {
-            t: _oracle_advantages(t, group, gold, cfg.budget) for t in oracle_targets(problem.binary_rewards)
-        }
+        advantages = {t: _oracle_advantages(t, group, gold, cfg.budget) for t in oracle_targets(problem.binary_rewards)}
         pools.append(
             PromptPool(
                 prompt_id=row["id"],
@@ -212,8 +230,13 @@ def oracle_gradient(params: Params, paths: StudyPaths, test_rows: Sequence[dict]
     rules = oracle_rules(params)
     model.eval()
     cosines = oracle_gradient_study(
-        model, tokenizer, pools, [(rule, options) for _, rule, options in rules], cfg.group_sizes,
-        list(range(cfg.seeds)), center_scores=(False, True),
+        model,
+        tokenizer,
+        pools,
+        [(rule, options) for _, rule, options in rules],
+        cfg.group_sizes,
+        list(range(cfg.seeds)),
+        center_scores=(False, True),
     )
     labels = {rule_label(rule, options): name for name, rule, options in rules}
     cosines.insert(0, "variant", cosines.rule.map(labels))
@@ -222,8 +245,13 @@ def oracle_gradient(params: Params, paths: StudyPaths, test_rows: Sequence[dict]
     with atomic_directory(paths.diagnostics("oracle_gradient")) as tmp:
         cosines.to_parquet(tmp / "cosines.parquet", index=False)
         summary.to_csv(tmp / "summary.csv", index=False)
-    headline: dict = {"model": cfg.variant, "prompts": len(rows), "pool": cfg.samples_per_prompt,
-                      "budget": cfg.budget, "mean_reward": _round(float(np.mean(list(success.values()))))}
+    headline: dict = {
+        "model": cfg.variant,
+        "prompts": len(rows),
+        "pool": cfg.samples_per_prompt,
+        "budget": cfg.budget,
+        "mean_reward": _round(float(np.mean(list(success.values())))),
+    }
     raw = summary[~summary.centered]
     for (target, variant, n), r in raw.set_index(["target", "variant", "n"]).iterrows():
         headline.setdefault(target, {}).setdefault(variant, {})[f"n{n}"] = _round(r["mean"])
@@ -238,12 +266,18 @@ def synthetic_checks(params: Params, paths: StudyPaths) -> dict:
     cfg = params.diagnostics.synthetic
     seed = params.study.seed
     bandit = run_tang_bandit(
-        num_actions=cfg.bandit_actions, k=cfg.bandit_k, learning_rate=cfg.bandit_learning_rate,
-        steps=cfg.bandit_steps, seeds=range(seed, seed + cfg.bandit_seeds),
+        num_actions=cfg.bandit_actions,
+        k=cfg.bandit_k,
+        learning_rate=cfg.bandit_learning_rate,
+        steps=cfg.bandit_steps,
+        seeds=range(seed, seed + cfg.bandit_seeds),
     )
     gaussian = run_tea_gaussian(
-        group_sizes=cfg.tea_group_sizes, repetitions=cfg.tea_repetitions, alpha=cfg.tea_alpha,
-        budget=cfg.tea_budget, seed=seed,
+        group_sizes=cfg.tea_group_sizes,
+        repetitions=cfg.tea_repetitions,
+        alpha=cfg.tea_alpha,
+        budget=cfg.tea_budget,
+        seed=seed,
     )
     with atomic_directory(paths.diagnostics("synthetic")) as tmp:
         bandit.to_csv(tmp / "bandit.csv", index=False)
@@ -254,9 +288,7 @@ def synthetic_checks(params: Params, paths: StudyPaths) -> dict:
         "bandit_final": {
             r.method: {m: _round(r[m]) for m in ("mean_reward", "pass_at_k", "kl")} for _, r in last.iterrows()
         },
-        "tea_relative_bias": {
-            f"{r.estimator}@n{int(r.n)}": _round(r.rel_bias_norm) for _, r in gaussian.iterrows()
-        },
+        "tea_relative_bias": {f"{r.estimator}@n{int(r.n)}": _round(r.rel_bias_norm) for _, r in gaussian.iterrows()},
     }
     write_json(paths.diagnostics_metrics("synthetic"), summary)
     return summary

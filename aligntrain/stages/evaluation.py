@@ -29,8 +29,9 @@ def generate_pool(params: Params, paths: StudyPaths, variant: str, test_rows: Se
 
     cfg = params.rollouts
     model, tokenizer = load_model_and_tokenizer(paths.variant_model(variant))
-    check_prompt_lengths(test_rows, tokenizer, context=model.config.max_position_embeddings,
-                         max_new_tokens=cfg.max_new_tokens)
+    check_prompt_lengths(
+        test_rows, tokenizer, context=model.config.max_position_embeddings, max_new_tokens=cfg.max_new_tokens
+    )
     start = time.perf_counter()
     completions = sample_completions(
         model,

@@ -103,7 +103,8 @@ def scaling_section(params: Params, table: pd.DataFrame) -> list[str]:
                 r = r.iloc[0]
                 cells.append(f"{r['mean']:.3f} ± {r.se:.3f}")
                 cells.append(
-                    "baseline" if variant == baseline
+                    "baseline"
+                    if variant == baseline
                     else f"{r.delta:+.3f} [{r.delta_low:+.3f}, {r.delta_high:+.3f}] {r.wins}/{r.ties}/{r.losses}"
                 )
             rows.append(cells)
@@ -137,8 +138,14 @@ def confidence_section(params: Params, paths: StudyPaths, figures: dict[str, str
         shifts[v] = reward_distribution(read_pool(paths.pool(v)), binary)
         c = _json(paths.diagnostics_metrics(v))["confidence"]
         rows.append(
-            (f"`{v}`", _fmt(c["greedy_accuracy"]), _fmt(c["median_prob_correct"]), _fmt(c["median_prob_wrong"]),
-             _fmt(c["confidently_wrong"]), _fmt(c.get("median_token_prob")))
+            (
+                f"`{v}`",
+                _fmt(c["greedy_accuracy"]),
+                _fmt(c["median_prob_correct"]),
+                _fmt(c["median_prob_wrong"]),
+                _fmt(c["confidently_wrong"]),
+                _fmt(c.get("median_token_prob")),
+            )
         )
     plot_confidence(frames, paths.figures / "confidence.png")
     plot_reward_shift(shifts, paths.figures / "reward_shift.png", binary)
@@ -149,8 +156,17 @@ def confidence_section(params: Params, paths: StudyPaths, figures: dict[str, str
         "",
         "![greedy confidence](figures/confidence.png)",
         "",
-        *_table(["variant", "greedy accuracy", "median π(greedy) correct", "median π(greedy) wrong",
-                 "wrong with π ≥ 0.5", "median per-token π"], rows),
+        *_table(
+            [
+                "variant",
+                "greedy accuracy",
+                "median π(greedy) correct",
+                "median π(greedy) wrong",
+                "wrong with π ≥ 0.5",
+                "median per-token π",
+            ],
+            rows,
+        ),
         "",
         f"Read: the probability the model puts on its own greedy completion, for prompts it gets right and wrong. "
         f"A model that is confidently wrong has little mass left for the other N − 1 samples of pass@N. The largest "
@@ -161,9 +177,12 @@ def confidence_section(params: Params, paths: StudyPaths, figures: dict[str, str
         "![reward shift](figures/reward_shift.png)",
         "",
         "Read: each model's distribution of "
-        + ("per-prompt success rates p̂ on the test pool (binary rewards); a strategy-aware model moves mass "
-           "off p̂ = 0 (more prompts solved at least sometimes) even if it lowers the top." if binary
-           else "test-pool rewards; TEA's Fig. 3b shows strategy-aware RL moving the upper tail right."),
+        + (
+            "per-prompt success rates p̂ on the test pool (binary rewards); a strategy-aware model moves mass "
+            "off p̂ = 0 (more prompts solved at least sometimes) even if it lowers the top."
+            if binary
+            else "test-pool rewards; TEA's Fig. 3b shows strategy-aware RL moving the upper tail right."
+        ),
         "",
     ]
 
@@ -191,8 +210,9 @@ def efficiency_section(params: Params, paths: StudyPaths) -> list[str]:
                 sub = table[table.strategy == strategy]
                 data = [sub[sub.budget == b][column].dropna().to_numpy() for b in budgets]
                 data = [d if d.size else np.array([np.nan]) for d in data]
-                box = ax.boxplot(data, positions=positions + v_index * width, widths=width * 0.9,
-                                 patch_artist=True, showfliers=False)
+                box = ax.boxplot(
+                    data, positions=positions + v_index * width, widths=width * 0.9, patch_artist=True, showfliers=False
+                )
                 for patch in box["boxes"]:
                     patch.set_facecolor(f"C{v_index}")
                     patch.set_alpha(0.5)
@@ -210,8 +230,16 @@ def efficiency_section(params: Params, paths: StudyPaths) -> list[str]:
     for variant in params.run_variants:
         eff = _json(paths.diagnostics_metrics(variant))["efficiency"]
         for key, e in eff.items():
-            rows.append((f"`{variant}`", key, e["prompts"], _fmt(e["median_efficiency"]),
-                         _fmt(e["share_below_half"]), _fmt(e["median_paper_ratio"])))
+            rows.append(
+                (
+                    f"`{variant}`",
+                    key,
+                    e["prompts"],
+                    _fmt(e["median_efficiency"]),
+                    _fmt(e["share_below_half"]),
+                    _fmt(e["median_paper_ratio"]),
+                )
+            )
     first = _json(paths.diagnostics_metrics(params.run_variants[0]))["efficiency"]
     largest = max(first, key=lambda k: int(k.split("@")[1]))
     e = first[largest]
@@ -259,8 +287,12 @@ def weight_section(params: Params, paths: StudyPaths) -> list[str]:
         return []
     weights = pd.read_parquet(path)
     if weights.empty:
-        return [f"### The majority SFT weight against the exact weight (`{variant}`)", "",
-                "No test prompt has the gold answer in its pool alongside other answers: nothing to compare.", ""]
+        return [
+            f"### The majority SFT weight against the exact weight (`{variant}`)",
+            "",
+            "No test prompt has the gold answer in its pool alongside other answers: nothing to compare.",
+            "",
+        ]
     rho = params.diagnostics.majority_consensus
     budgets = sorted(weights.budget.unique())
     fig, axes = plt.subplots(1, len(budgets), figsize=(3.2 * len(budgets), 3.2), squeeze=False, sharey=True)
@@ -323,8 +355,12 @@ def tails_section(params: Params, paths: StudyPaths) -> list[str]:
             f"{params.rollouts.samples_per_prompt} samples is fewer than 3 points or constant.",
             "",
         ]
-    plot_qq_tails(read_pool(paths.pool(first)), paths.figures / "qq_tails.png", params.diagnostics.tail_fraction,
-                  title=f"Upper-tail normal QQ fits, {first}")
+    plot_qq_tails(
+        read_pool(paths.pool(first)),
+        paths.figures / "qq_tails.png",
+        params.diagnostics.tail_fraction,
+        title=f"Upper-tail normal QQ fits, {first}",
+    )
     worst = min(rows, key=lambda r: float(r[2]) if r[2] != "—" else 2)
     return [
         "## QQ tail fits (TEA Table 14)",
@@ -388,23 +424,36 @@ def oracle_section(params: Params, paths: StudyPaths) -> list[str]:
             cells = [f"`{variant}`"]
             for n in ns:
                 r = group[group.n == n]
-                cells.append("—" if r.empty or not np.isfinite(r["mean"].iloc[0])
-                             else f"{r['mean'].iloc[0]:.3f} ± {r.stderr.iloc[0]:.3f}")
+                cells.append(
+                    "—"
+                    if r.empty or not np.isfinite(r["mean"].iloc[0])
+                    else f"{r['mean'].iloc[0]:.3f} ± {r.stderr.iloc[0]:.3f}"
+                )
             rows.append(cells)
         lines += ["", f"### target {target}@{cfg.budget}", ""] + _table(["rule"] + [f"n = {n}" for n in ns], rows)
         at_large = sub[sub.n == ns[-1]].dropna(subset=["mean"]).sort_values("mean", ascending=False)
         if not at_large.empty:
             best = at_large.iloc[0]
-            lines += ["", f"Read: at n = {ns[-1]} the rule closest to the {target} oracle is `{best.variant}` "
-                      f"(cos {best['mean']:.3f}); TEA Table 13 reports 0.2–0.6 for best-of-N on 7B models, where "
-                      "the gradient lives in far more dimensions."]
+            lines += [
+                "",
+                f"Read: at n = {ns[-1]} the rule closest to the {target} oracle is `{best.variant}` "
+                f"(cos {best['mean']:.3f}); TEA Table 13 reports 0.2–0.6 for best-of-N on 7B models, where "
+                "the gradient lives in far more dimensions.",
+            ]
     if get_problem(params.problem.name).binary_rewards:
-        lines += ["", "On binary rewards the pass@N oracle is a positive multiple of r − p̂ within each prompt for "
-                  "every N, so per-prompt cosines cannot tell different N apart; rules with one weight per prompt "
-                  "(CAT-RL with empirical p) give GRPO-Z's cosine there."]
-    lines += ["", "Rules with state (a reward history, a threshold average) start each group from an empty state, "
-              "so CAT's history quantile behaves as its in-batch fallback here. Centred scores (S − S̄) are in "
-              "diagnoses/oracle_gradient/summary.csv.", ""]
+        lines += [
+            "",
+            "On binary rewards the pass@N oracle is a positive multiple of r − p̂ within each prompt for "
+            "every N, so per-prompt cosines cannot tell different N apart; rules with one weight per prompt "
+            "(CAT-RL with empirical p) give GRPO-Z's cosine there.",
+        ]
+    lines += [
+        "",
+        "Rules with state (a reward history, a threshold average) start each group from an empty state, "
+        "so CAT's history quantile behaves as its in-batch fallback here. Centred scores (S − S̄) are in "
+        "diagnoses/oracle_gradient/summary.csv.",
+        "",
+    ]
     return lines
 
 
@@ -430,17 +479,27 @@ def alignment_section(params: Params, table: pd.DataFrame) -> list[str]:
         predicted = predicted_crossover_budget(trained[small], trained[large])
         curve = {v: passes[passes.variant == v].set_index("k")["mean"].reindex(ks).to_numpy() for v in (small, large)}
         measured = crossover_budget(ks, curve[small], curve[large])
-        rows.append((f"`{small}` (N = {trained[small]})", f"`{large}` (N = {trained[large]})",
-                     predicted if predicted is not None else "none",
-                     measured if measured is not None else f"none ≤ {ks[-1]}"))
-    return lines + _table(["smaller N", "larger N", "predicted k′", "measured k′"], rows) + [
-        "",
-        "Read: Γ(N, k) scores how well training at N aligns with testing at k; the predicted crossover is the first "
-        "k where the larger-N curve of Γ stays ahead. The measured crossover is the first budget from which the "
-        "larger-N model's pass@k stays at or above the smaller-N model's on the test pool (point estimates; the "
-        "intervals are in the scaling table). CAT App. F.3 predicts 2 (CE vs N = 4), 8 (4 vs 16), 32 (16 vs 64).",
-        "",
-    ]
+        rows.append(
+            (
+                f"`{small}` (N = {trained[small]})",
+                f"`{large}` (N = {trained[large]})",
+                predicted if predicted is not None else "none",
+                measured if measured is not None else f"none ≤ {ks[-1]}",
+            )
+        )
+    return (
+        lines
+        + _table(["smaller N", "larger N", "predicted k′", "measured k′"], rows)
+        + [
+            "",
+            "Read: Γ(N, k) scores how well training at N aligns with testing at k; the predicted crossover is "
+            "the first k where the larger-N curve of Γ stays ahead. The measured crossover is the first budget "
+            "from which the larger-N model's pass@k stays at or above the smaller-N model's on the test pool "
+            "(point estimates; the intervals are in the scaling table). "
+            "CAT App. F.3 predicts 2 (CE vs N = 4), 8 (4 vs 16), 32 (16 vs 64).",
+            "",
+        ]
+    )
 
 
 def synthetic_section(params: Params, paths: StudyPaths) -> list[str]:
@@ -511,7 +570,7 @@ def build_report(params: Params, paths: StudyPaths) -> dict:
         f"# Study `{params.study.name}`",
         "",
         "Rebuilt by the `report` stage from the study's outputs (`dvc repro` keeps it current). "
-        "Formulas: docs/math.md and docs/math.md; every number below is measured, none is tuned toward the papers.",
+        "Formulas and their sources: docs/math.md; every number below is measured, none is tuned toward the papers.",
         "",
     ]
     body += setup_section(params)

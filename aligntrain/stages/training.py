@@ -101,7 +101,10 @@ def _prompts(params: Params, tokenizer, rows: Sequence[dict] | None) -> Sequence
 
 
 def pretrain(
-    params: Params, paths: StudyPaths, corpus: Sequence[str], splits: dict[str, Sequence[dict]],
+    params: Params,
+    paths: StudyPaths,
+    corpus: Sequence[str],
+    splits: dict[str, Sequence[dict]],
     callbacks: Sequence[TrainerCallback] = (),
 ) -> dict[str, float]:
     """Build the tokenizer and tiny Llama, train on the corpus, save to ``models/base``.
@@ -128,8 +131,17 @@ def pretrain(
         seed=params.study.seed,
     )
     metrics = _fit(
-        "pretrain", params, paths, model, tokenizer, [{"text": t} for t in corpus], params.pretrain,
-        objective=CrossEntropy(), eval_rows=None, callbacks=callbacks, init_fingerprint="scratch",
+        "pretrain",
+        params,
+        paths,
+        model,
+        tokenizer,
+        [{"text": t} for t in corpus],
+        params.pretrain,
+        objective=CrossEntropy(),
+        eval_rows=None,
+        callbacks=callbacks,
+        init_fingerprint="scratch",
         save_to=paths.base_model,
     )
     metrics["parameters"] = float(sum(p.numel() for p in model.parameters()))
@@ -137,22 +149,38 @@ def pretrain(
 
 
 def warmup(
-    params: Params, paths: StudyPaths, train_rows: Sequence[dict], val_rows: Sequence[dict],
+    params: Params,
+    paths: StudyPaths,
+    train_rows: Sequence[dict],
+    val_rows: Sequence[dict],
     callbacks: Sequence[TrainerCallback] = (),
 ) -> dict[str, float]:
     """CE SFT from ``models/base`` on the training prompts; saves ``models/warmup``."""
     model, tokenizer = _load_for_training(params, paths.base_model)
     train_rows, val_rows = _prompts(params, tokenizer, train_rows), _prompts(params, tokenizer, val_rows)
     metrics = _fit(
-        "warmup", params, paths, model, tokenizer, train_rows, params.warmup,
-        objective=CrossEntropy(), eval_rows=val_rows, callbacks=callbacks,
-        init_fingerprint=_model_fingerprint(paths.base_model), save_to=paths.warmup_model,
+        "warmup",
+        params,
+        paths,
+        model,
+        tokenizer,
+        train_rows,
+        params.warmup,
+        objective=CrossEntropy(),
+        eval_rows=val_rows,
+        callbacks=callbacks,
+        init_fingerprint=_model_fingerprint(paths.base_model),
+        save_to=paths.warmup_model,
     )
     return metrics
 
 
 def train_variant(
-    params: Params, paths: StudyPaths, variant: str, train_rows: Sequence[dict], val_rows: Sequence[dict],
+    params: Params,
+    paths: StudyPaths,
+    variant: str,
+    train_rows: Sequence[dict],
+    val_rows: Sequence[dict],
     callbacks: Sequence[TrainerCallback] = (),
 ) -> dict[str, float]:
     """The variant's objective from ``models/warmup``; saves ``models/variants/<variant>``."""
@@ -171,9 +199,18 @@ def _no_training(params, paths, variant, objective, model, tokenizer, train_rows
 
 def _sft_variant(params, paths, variant, objective, model, tokenizer, train_rows, val_rows, callbacks):
     return _fit(
-        f"train-{variant}", params, paths, model, tokenizer, train_rows, params.train,
-        objective=objective, eval_rows=val_rows, callbacks=callbacks,
-        init_fingerprint=_model_fingerprint(paths.warmup_model), save_to=paths.variant_model(variant),
+        f"train-{variant}",
+        params,
+        paths,
+        model,
+        tokenizer,
+        train_rows,
+        params.train,
+        objective=objective,
+        eval_rows=val_rows,
+        callbacks=callbacks,
+        init_fingerprint=_model_fingerprint(paths.warmup_model),
+        save_to=paths.variant_model(variant),
     )
 
 
@@ -184,14 +221,27 @@ def _rl_variant(params, paths, variant, objective, model, tokenizer, train_rows,
     problem = get_problem(params.problem.name)
     config = params.rl_config(variant)
     checkpoint_dir = _checkpoint_dir(
-        paths, f"train-{variant}", params.rl, objective, params.model, params.problem, params.study.seed,
+        paths,
+        f"train-{variant}",
+        params.rl,
+        objective,
+        params.model,
+        params.problem,
+        params.study.seed,
         _model_fingerprint(paths.warmup_model),
     )
     start = time.perf_counter()
     metrics = train_rl(
-        model, tokenizer, train_rows, config, checkpoint_dir,
-        reward_fn=problem.reward, answer_class=problem.answer_class,
-        binary_rewards=problem.binary_rewards, seed=params.study.seed, callbacks=callbacks,
+        model,
+        tokenizer,
+        train_rows,
+        config,
+        checkpoint_dir,
+        reward_fn=problem.reward,
+        answer_class=problem.answer_class,
+        binary_rewards=problem.binary_rewards,
+        seed=params.study.seed,
+        callbacks=callbacks,
         save_final=_saver(model, tokenizer, paths.variant_model(variant)),
     )
     metrics["wall_seconds"] = time.perf_counter() - start

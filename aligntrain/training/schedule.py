@@ -31,7 +31,9 @@ def schedule_arguments(optim: OptimConfig, checkpoint_dir: str | Path, *, seed: 
         # Fixed at 1: strategy losses are per-sequence means over the batch (docs/decisions.md).
         gradient_accumulation_steps=1,
         # TRL turns this on by default; it costs ~30% time and buys nothing for small models.
-        activation_checkpointing=optim.activation_checkpointing,
+        # transformers 5.17 (the newest vLLM 0.31 accepts) knows only this name; 5.18+ renamed it
+        # activation_checkpointing and keeps this one as an alias until v6.
+        gradient_checkpointing=optim.activation_checkpointing,
         learning_rate=optim.learning_rate,
         lr_scheduler_type="linear",
         warmup_steps=optim.lr_warmup_ratio,  # a float < 1 is a fraction of max_steps
@@ -85,8 +87,12 @@ def _staged(save_checkpoint):
             fsync_directory(run_dir)
             shutil.rmtree(staging)
             # The trainer rotated inside the staging folder, where there was nothing to remove.
-            rotate_checkpoints(output_dir=str(run_dir), save_total_limit=self.args.save_total_limit,
-                               best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=True)
+            rotate_checkpoints(
+                output_dir=str(run_dir),
+                save_total_limit=self.args.save_total_limit,
+                best_model_checkpoint=self.state.best_model_checkpoint,
+                use_mtime=True,
+            )
         self.accelerator.wait_for_everyone()
 
     return staged_save_checkpoint
