@@ -22,17 +22,17 @@ def _canon(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _pins() -> dict[str, Version]:
-    """constraints-gpu.txt as {canonical name: pinned version}; every line must be name==version."""
+def _pins(path: Path = CONSTRAINTS) -> dict[str, Version]:
+    """A constraints file as {canonical name: pinned version}; every line must be name==version."""
     pins = {}
-    for number, raw in enumerate(CONSTRAINTS.read_text().splitlines(), 1):
+    for number, raw in enumerate(path.read_text().splitlines(), 1):
         line = raw.split("#")[0].strip()
         if not line:
             continue
         match = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;]+)", line)
-        assert match, f"constraints-gpu.txt:{number}: not an exact pin: {raw!r}"
+        assert match, f"{path.name}:{number}: not an exact pin: {raw!r}"
         name = _canon(match[1])
-        assert name not in pins, f"constraints-gpu.txt:{number}: {name} pinned twice"
+        assert name not in pins, f"{path.name}:{number}: {name} pinned twice"
         pins[name] = Version(match[2])
     return pins
 
@@ -55,6 +55,15 @@ def test_the_gpu_set_pins_the_versions_docs_gpu_md_explains():
 def test_the_gpu_set_has_no_prefect():
     """Prefect 3.8 needs fastapi >= 0.139, vLLM 0.31 fastapi < 0.137: the orchestration extra stays out."""
     assert "prefect" not in _pins()
+
+
+def test_the_cpu_suite_runs_the_gpu_sets_transformers():
+    """One version (docs/gpu.md): the CPU tests vouch for the code the GPU environment runs, so the two
+    constraint files agree on everything the trainers lean on."""
+    cpu, gpu = _pins(ROOT / "constraints.txt"), _pins()
+    assert f'"torch=={gpu["torch"]}"' in (ROOT / "Makefile").read_text()  # make venv installs torch itself
+    for name in ("transformers", "huggingface-hub", "tokenizers", "trl", "accelerate", "peft", "datasets"):
+        assert cpu[name] == gpu[name], f"{name}: constraints.txt {cpu[name]} vs constraints-gpu.txt {gpu[name]}"
 
 
 @pytest.mark.parametrize("group", ["dependencies", "gpu", "test"])

@@ -190,10 +190,31 @@ def resolve_files(source: Source, fmt: Format) -> list[Path]:
     from huggingface_hub import constants, snapshot_download
 
     patterns = hub_patterns(source, fmt)
-    try:
-        folder = Path(
-            snapshot_download(source.dataset, repo_type="dataset", revision=source.revision, allow_patterns=patterns)
+
+    def download(local_files_only: bool) -> Path:
+        return Path(
+            snapshot_download(
+                source.dataset,
+                repo_type="dataset",
+                revision=source.revision,
+                allow_patterns=patterns,
+                local_files_only=local_files_only,
+            )
         )
+
+    def matching(folder: Path) -> dict[str, list[Path]]:
+        return {pattern: sorted(folder.glob(pattern)) for pattern in patterns}
+
+    # The cache first, asked explicitly: huggingface_hub 1.x lists the repository's tree for a commit
+    # revision even when the snapshot is cached, which fails offline (2.x does not).
+    try:
+        found = matching(download(local_files_only=True))
+        if all(found.values()):
+            return [path for pattern in patterns for path in found[pattern]]
+    except (OSError, ValueError):
+        pass  # not (or not wholly) cached: fetch below, which names the cause when it cannot
+    try:
+        folder = download(local_files_only=False)
     except (OSError, ValueError) as err:
         offline = " (HF_HUB_OFFLINE=1: the hub is not asked)" if constants.HF_HUB_OFFLINE else ""
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
@@ -206,15 +227,14 @@ def resolve_files(source: Source, fmt: Format) -> list[Path]:
             f"or give the split local files in the same schema: `parquet: [...]` (docs/data.md)"
         ) from err
     files = []
-    for pattern in patterns:
-        found = sorted(folder.glob(pattern))
-        if not found:
+    for pattern, found_files in matching(folder).items():
+        if not found_files:
             raise HubDataUnavailable(
                 f"hub data set {source.dataset} at revision {source.revision}: no file matches {pattern!r} in "
                 f"{folder} (is {source.subsets or source.split!r} a config/split of the data set?); "
                 f"pre-fetch with: {prefetch_command(source, fmt)}"
             )
-        files += found
+        files += found_files
     return files
 
 
