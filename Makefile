@@ -6,7 +6,7 @@ export PATH := $(BIN):$(PATH)
 export HF_HUB_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
 
-.PHONY: venv study study-plain smoke test bench clean prefect-server mlflow-server pools deploy worker submit
+.PHONY: venv study study-plain pipelines smoke test bench clean prefect-server mlflow-server pools deploy worker submit
 
 # torch goes in first, pinned: the CPU wheel. Letting pip choose a torch for
 # transformers/trl would pull the newest CUDA build (gigabytes) on a CPU machine.
@@ -56,6 +56,12 @@ study: venv
 study-plain: venv
 	aligntrain pipeline
 	scripts/plain_repro.sh
+
+# Every study of the repository: the root's and each pipelines/<study>/ (pipelines/README.md).
+# The hub-scale ones need the GPU environment and their pre-fetched models.
+pipelines: venv
+	aligntrain pipeline --all
+	dvc repro --all-pipelines
 
 # The smoke profile (profiles/smoke.yaml): the same stages, tiny sizes, in build/smoke.
 smoke: venv

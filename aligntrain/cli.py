@@ -114,18 +114,26 @@ def write_pipeline(
     params: str = ParamsOpt,
     root: str = RootOpt,
     check: bool = typer.Option(False, "--check", help="Only check that dvc.yaml is current (exit 1 if not)."),
+    all_studies: bool = typer.Option(
+        False, "--all", help="Every study of the checkout at --root: its own and each pipelines/<study>/."
+    ),
 ) -> None:
-    """Write dvc.yaml from the table of stages and params.yaml's study.run."""
+    """Write dvc.yaml from the table of stages and params.yaml's study.run (per study folder)."""
     from aligntrain.io import write_text
 
-    text = pipeline.render_dvc_yaml(_load(params, root))
-    target = Path(root) / "dvc.yaml"
-    if check:
-        if not target.is_file() or target.read_text() != text:
-            typer.echo(f"{target} is not current: run `aligntrain pipeline`", err=True)
-            raise typer.Exit(1)
-        return
-    write_text(target, text)
+    roots = pipeline.study_folders(Path(root)) if all_studies else [Path(root)]
+    stale = []
+    for folder in roots:
+        text = pipeline.render_dvc_yaml(_load(params, str(folder)), pipeline.code_root_of(folder))
+        target = folder / "dvc.yaml"
+        if check:
+            if not target.is_file() or target.read_text() != text:
+                stale.append(str(target))
+        else:
+            write_text(target, text)
+    if stale:
+        typer.echo(f"not current: {', '.join(stale)}: run `aligntrain pipeline --all`", err=True)
+        raise typer.Exit(1)
 
 
 @app.command("stages")

@@ -17,8 +17,10 @@ outputs left behind by an earlier experiment never change their inputs).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aligntrain.config import Params
@@ -366,14 +368,36 @@ def _uncached(paths: list[str]) -> list[dict]:
     return [{p: {"cache": False}} for p in paths]
 
 
-def stage_entry(stage: Stage, variants: list[str]) -> dict[str, Any]:
-    """The ``dvc.yaml`` entry of one stage (a ``foreach`` over ``study.run`` when per variant)."""
+#: where the studies other than the root's default live: ``pipelines/<study>/{params,dvc}.yaml``
+PIPELINES = "pipelines"
+
+
+def study_folders(checkout: Path) -> list[Path]:
+    """Every study of a checkout: its root (the default study) and each ``pipelines/<study>/`` with a params.yaml."""
+    return [checkout, *sorted(p.parent for p in (checkout / PIPELINES).glob("*/params.yaml"))]
+
+
+def _code_relative_to(templates: tuple[str, ...], code_root: str) -> tuple[str, ...]:
+    """Dependencies on the library's code (``aligntrain/...``) as seen from a study folder elsewhere."""
+    if code_root in ("", "."):
+        return templates
+    return tuple(f"{code_root}/{t}" if t.startswith("aligntrain/") else t for t in templates)
+
+
+def stage_entry(stage: Stage, variants: list[str], code_root: str = ".") -> dict[str, Any]:
+    """The ``dvc.yaml`` entry of one stage (a ``foreach`` over ``study.run`` when per variant).
+
+    ``code_root``: the checkout relative to the study folder (``../..`` for ``pipelines/<study>``);
+    DVC runs a stage in its dvc.yaml's folder, so data paths stay relative to the study and only
+    the code dependencies point back at the checkout.
+    """
     foreach = stage.per_variant
     cmd = f"aligntrain {stage.command}" + (" --variant ${item}" if foreach else "")
     if any("{each}" in d for d in stage.deps):
         cmd += " --variants " + ",".join(variants)  # the stage checks these are study.run (stale dvc.yaml)
     body: dict[str, Any] = {"cmd": cmd}
-    for key, templates in (("deps", stage.deps), ("params", stage.params), ("outs", stage.outs)):
+    deps = _code_relative_to(stage.deps, code_root)
+    for key, templates in (("deps", deps), ("params", stage.params), ("outs", stage.outs)):
         if templates:
             body[key] = _expand(templates, variants, foreach)
     if stage.uncached_outs:
@@ -385,11 +409,11 @@ def stage_entry(stage: Stage, variants: list[str]) -> dict[str, Any]:
     return {"foreach": "${study.run}", "do": body} if foreach else body
 
 
-def dvc_pipeline(params: Params) -> dict[str, Any]:
-    """The whole ``dvc.yaml`` as data."""
+def dvc_pipeline(params: Params, code_root: str = ".") -> dict[str, Any]:
+    """The whole ``dvc.yaml`` as data (``code_root``: see :func:`stage_entry`)."""
     variants = params.run_variants
     return {
-        "stages": {s.name: stage_entry(s, variants) for s in STAGES},
+        "stages": {s.name: stage_entry(s, variants, code_root) for s in STAGES},
         # `dvc plots show`: every variant's pass@k curve and compare's overlay with 95% bands.
         "plots": [
             {"plots/curves": {"x": "k", "y": "pass_at_k", "x_label": "budget k", "y_label": "score"}},
@@ -399,10 +423,23 @@ def dvc_pipeline(params: Params) -> dict[str, Any]:
     }
 
 
-def render_dvc_yaml(params: Params) -> str:
+def render_dvc_yaml(params: Params, code_root: str = ".") -> str:
     import yaml
 
-    return DVC_HEADER + yaml.safe_dump(dvc_pipeline(params), sort_keys=False, width=120)
+    return DVC_HEADER + yaml.safe_dump(dvc_pipeline(params, code_root), sort_keys=False, width=120)
+
+
+def code_root_of(study: Path) -> str:
+    """The checkout holding ``study``, relative to it: ``.`` for a root study, ``../..`` for a pipeline.
+
+    The checkout is the nearest folder at or above the study with the ``aligntrain`` package in it
+    (the stages hash and run that copy: a scratch copy of the tree, a workspace, a clone).
+    """
+    study = study.resolve()
+    for folder in (study, *study.parents):
+        if (folder / "aligntrain" / "__init__.py").is_file():
+            return Path(os.path.relpath(folder, study)).as_posix()
+    raise ValueError(f"{study} is not inside a checkout of aligntrain (no aligntrain/ package above it)")
 
 
 def check_variants(params: Params, listed: list[str]) -> None:

@@ -39,6 +39,31 @@ def test_dvc_yaml_is_rendered_from_the_table():
     """The committed dvc.yaml is what `aligntrain pipeline` writes for params.yaml (else: re-run it)."""
     expected = pipeline.render_dvc_yaml(load_params(ROOT / "params.yaml"))
     assert (ROOT / "dvc.yaml").read_text() == expected, "dvc.yaml is stale: run `aligntrain pipeline`"
+    folders = pipeline.study_folders(ROOT)
+    assert ROOT / "pipelines" / "hydro" in folders
+    for folder in folders[1:]:
+        expected = pipeline.render_dvc_yaml(load_params(folder / "params.yaml"), "../..")
+        assert (folder / "dvc.yaml").read_text() == expected, f"{folder}/dvc.yaml: run `aligntrain pipeline --all`"
+
+
+def test_a_pipelines_stages_run_in_its_folder_on_the_checkouts_code():
+    """DVC runs a stage in its dvc.yaml's folder: data stays in the study, code deps point at the checkout."""
+    stages = yaml.safe_load((ROOT / "pipelines" / "hydro" / "dvc.yaml").read_text())["stages"]
+    assert "../../aligntrain/stages/training.py" in stages["pretrain"]["deps"]
+    assert "data" in stages["pretrain"]["deps"] and stages["pretrain"]["outs"] == ["models/base"]
+    code = [d for s in stages.values() for d in (s.get("do", s).get("deps") or []) if "aligntrain" in d]
+    assert code and all(d.startswith("../../aligntrain/") for d in code)
+    assert all((ROOT / "pipelines" / "hydro" / d).exists() for d in code)
+    assert pipeline.code_root_of(ROOT) == "." and pipeline.code_root_of(ROOT / "pipelines" / "hydro") == "../.."
+
+
+def test_dvc_finds_every_study_of_the_checkout():
+    """`dvc repro --all-pipelines` sees the root study and each pipelines/<study>/dvc.yaml."""
+    from dvc.repo import Repo
+
+    with Repo(str(ROOT)) as repo:
+        files = {Path(stage.dvcfile.path).relative_to(ROOT).as_posix() for stage in repo.index.stages}
+    assert {"dvc.yaml", "pipelines/hydro/dvc.yaml"} <= files
 
 
 def test_every_stage_of_dvc_yaml_is_in_the_table_and_back():

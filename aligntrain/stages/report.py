@@ -337,7 +337,7 @@ def tails_section(params: Params, paths: StudyPaths) -> list[str]:
             "## QQ tail fits (TEA Table 14)",
             "",
             f"Not applicable: `{params.problem.name}` has binary rewards, whose upper tail is a point mass. "
-            "The hydro study (profiles/hydro.yaml) reports them.",
+            "The hydro study (pipelines/hydro) reports them.",
             "",
         ]
     rows = []
