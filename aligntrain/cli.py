@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import typer
+import yaml
 
 # No hub access on study machines; never wait on the network for telemetry.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -124,7 +125,12 @@ def write_pipeline(
     roots = pipeline.study_folders(Path(root)) if all_studies else [Path(root)]
     stale = []
     for folder in roots:
-        text = pipeline.render_dvc_yaml(_load(params, str(folder)), pipeline.code_root_of(folder))
+        loaded = _load(params, str(folder))
+        try:
+            pipeline.check_written_params(loaded, yaml.safe_load((folder / params).read_text()), str(folder / params))
+        except ValueError as err:
+            _fail(str(err))
+        text = pipeline.render_dvc_yaml(loaded, pipeline.code_root_of(folder))
         target = folder / "dvc.yaml"
         if check:
             if not target.is_file() or target.read_text() != text:

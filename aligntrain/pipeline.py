@@ -429,17 +429,45 @@ def render_dvc_yaml(params: Params, code_root: str = ".") -> str:
     return DVC_HEADER + yaml.safe_dump(dvc_pipeline(params, code_root), sort_keys=False, width=120)
 
 
+def check_written_params(params: Params, raw: Mapping[str, Any], where: str) -> None:
+    """Every parameter dvc.yaml names (a stage's ``params:`` or an ``${a.b}``) must be written in the file.
+
+    DVC reads them from the file's text, not from aligntrain's defaults: a section left to
+    its defaults would stop ``dvc repro`` at that stage; this names every such key first.
+    """
+    import re
+
+    data = dvc_pipeline(params)
+    keys = set(re.findall(r"\$\{([\w.]+)\}", render_dvc_yaml(params))) - {"item"}
+    for entry in data["stages"].values():
+        for key in entry.get("do", entry).get("params", []):
+            keys |= {key.replace("${item}", v) for v in params.run_variants} if "${item}" in key else {key}
+    missing = []
+    for key in sorted(keys):
+        node: Any = raw
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, Mapping) else None
+        if node is None:
+            missing.append(key)
+    if missing:
+        raise ValueError(
+            f"{where}: dvc.yaml names {', '.join(missing)}: write them in the file (DVC reads the file, "
+            "not the defaults of aligntrain/config.py; `aligntrain list` and the root params.yaml show them)"
+        )
+
+
 def code_root_of(study: Path) -> str:
     """The checkout holding ``study``, relative to it: ``.`` for a root study, ``../..`` for a pipeline.
 
     The checkout is the nearest folder at or above the study with the ``aligntrain`` package in it
-    (the stages hash and run that copy: a scratch copy of the tree, a workspace, a clone).
+    (the stages hash and run that copy: a scratch copy of the tree, a workspace, a clone); a study
+    outside any checkout is treated as a root study (``.``).
     """
     study = study.resolve()
     for folder in (study, *study.parents):
         if (folder / "aligntrain" / "__init__.py").is_file():
             return Path(os.path.relpath(folder, study)).as_posix()
-    raise ValueError(f"{study} is not inside a checkout of aligntrain (no aligntrain/ package above it)")
+    return "."
 
 
 def check_variants(params: Params, listed: list[str]) -> None:

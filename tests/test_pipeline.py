@@ -219,3 +219,17 @@ def test_two_studies_never_share_a_workspace(tmp_path):
     for ws in (one, two):
         assert (ws.path / "params.yaml").read_text() == "a: 1\n"
         assert str((checkout / ".dvc" / "cache").resolve()) in (ws.path / ".dvc" / "config.local").read_text()
+
+
+def test_every_parameter_dvc_yaml_names_must_be_written_in_the_params_file():
+    """DVC reads ${diagnostics.oracle.variant} and each stage's params: from the file, not from the defaults."""
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params = load_params(ROOT / "params.yaml")
+    pipeline.check_written_params(params, raw, "params.yaml")
+    del raw["diagnostics"]["oracle"], raw["diagnostics"]["synthetic"], raw["evaluate"]
+    with pytest.raises(ValueError) as err:
+        pipeline.check_written_params(params, raw, "params.yaml")
+    assert str(err.value).startswith(
+        "params.yaml: dvc.yaml names diagnostics.oracle, diagnostics.oracle.variant, diagnostics.synthetic, "
+        "evaluate: write them in the file"
+    )

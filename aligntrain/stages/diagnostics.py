@@ -21,8 +21,8 @@ import pandas as pd
 from aligntrain.config import Params
 from aligntrain.io import atomic_directory, write_json
 from aligntrain.paths import StudyPaths
-from aligntrain.problems import get_problem
 from aligntrain.rollouts.pool import grade_completions, read_pool
+from aligntrain.stages.prepare import problem_of
 
 
 def efficiency_strategies(binary_rewards: bool) -> tuple[str, ...]:
@@ -98,7 +98,7 @@ def diagnose_variant(params: Params, paths: StudyPaths, variant: str, test_rows:
     from aligntrain.diagnostics.tails import pool_tail_fits, summarize_tail_fits
     from aligntrain.models import load_model_and_tokenizer
 
-    problem = get_problem(params.problem.name)
+    problem = problem_of(params)
     binary = problem.binary_rewards
     cfg = params.diagnostics
     pool = read_pool(paths.pool(variant))
@@ -191,7 +191,15 @@ def oracle_gradient(params: Params, paths: StudyPaths, test_rows: Sequence[dict]
     from aligntrain.rollouts.generate import SamplingConfig, sample_completions
 
     cfg = params.diagnostics.oracle
-    problem = get_problem(params.problem.name)
+    rules = oracle_rules(params)
+    if not rules:  # an SFT-only study: no rule to compare, nothing to sample
+        with atomic_directory(paths.diagnostics("oracle_gradient")) as tmp:
+            empty = pd.DataFrame(columns=["target", "centered", "variant", "n", "mean"])
+            empty.to_csv(tmp / "summary.csv", index=False)
+        headline = {"model": cfg.variant, "rules": 0, "note": "no RL variant in the catalog: nothing compared"}
+        write_json(paths.diagnostics_metrics("oracle_gradient"), headline)
+        return headline
+    problem = problem_of(params)
     rows = list(test_rows[: cfg.prompts])
     model, tokenizer = load_model_and_tokenizer(paths.variant_model(cfg.variant))
     sampling = SamplingConfig(
@@ -227,7 +235,6 @@ def oracle_gradient(params: Params, paths: StudyPaths, test_rows: Sequence[dict]
                 logps=np.array([c.logp for c in mine]),
             )
         )
-    rules = oracle_rules(params)
     model.eval()
     cosines = oracle_gradient_study(
         model,

@@ -50,21 +50,34 @@ def _variant_options(params: Params, name: str) -> str:
 # --------------------------------------------------------------------------- sections
 
 
+def _model_phrase(params: Params) -> str:
+    """The study's base model in words: the tiny Llama pretrained here, or the pretrained model (and LoRA)."""
+    m = params.model
+    if m.base_model is None:
+        return f"a Llama of width {m.hidden_size}, {m.num_layers} layers, pretrained {params.pretrain.steps} steps"
+    phrase = f"`{m.base_model}`" + (f" at revision {m.revision[:12]}" if m.revision else "") + f" ({m.dtype})"
+    if m.lora is not None:
+        base = "a 4-bit NF4 base (QLoRA)" if m.lora.quantization == "nf4" else "the base"
+        targets = m.lora.target_modules if isinstance(m.lora.target_modules, str) else ", ".join(m.lora.target_modules)
+        phrase += f" with LoRA r = {m.lora.r}, α = {m.lora.alpha:g} on {targets} over {base}"
+    return phrase
+
+
 def setup_section(params: Params) -> list[str]:
     p = params
     rl = p.rl
+    has_rl = any(p.variants[v].objective == "rl" for v in p.run_variants)
     lines = [
         "## Setup",
         "",
         f"Problem `{p.problem.name}` (levels {p.problem.levels}; {p.problem.train_size} training, "
-        f"{p.problem.test_size} test prompts); a Llama of width {p.model.hidden_size}, {p.model.num_layers} layers, "
-        f"pretrained {p.pretrain.steps} steps, CE warm-up {p.warmup.steps} steps. SFT variants: {p.train.steps} steps "
-        f"of {p.train.batch_size} at lr {p.train.learning_rate:g}."
+        f"{p.problem.test_size} test prompts); {_model_phrase(p)}, CE warm-up {p.warmup.steps} steps. "
+        f"SFT variants: {p.train.steps} steps of {p.train.batch_size} at lr {p.train.learning_rate:g}."
         + (
             f" RL variants: {rl.steps} steps of {rl.batch_size} completions ({rl.batch_size // rl.num_generations} "
             f"prompts × n = {rl.num_generations}) at lr {rl.learning_rate:g}, β = {rl.beta:g}, "
             f"temperature {rl.temperature:g}."
-            if rl
+            if has_rl
             else ""
         ),
         f"Evaluation: {p.rollouts.samples_per_prompt} samples per test prompt at temperature "
@@ -387,6 +400,8 @@ def oracle_section(params: Params, paths: StudyPaths) -> list[str]:
     cfg = params.diagnostics.oracle
     summary = pd.read_csv(paths.diagnostics("oracle_gradient") / "summary.csv")
     headline = _json(paths.diagnostics_metrics("oracle_gradient"))
+    if summary.empty:
+        return ["## Oracle-gradient cosine", "", f"Not computed: {headline.get('note', 'no rule compared')}.", ""]
     raw = summary[~summary.centered.astype(bool)]
     targets = sorted(raw.target.unique())
     fig, axes = plt.subplots(1, len(targets), figsize=(5.5 * len(targets), 3.8), squeeze=False)

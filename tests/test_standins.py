@@ -1,0 +1,130 @@
+"""Stand-ins for hub models and data (aligntrain/standins.py) and the stand-in runs of pipelines/<study>/."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from aligntrain.config import parse_params
+from aligntrain.standins import FAMILIES, overlay, write_standins
+
+ROOT = Path(__file__).resolve().parents[1]
+STANDIN_STUDIES = sorted(p.parent.name for p in (ROOT / "pipelines").glob("*/standin.yaml"))
+
+
+@pytest.fixture(scope="module")
+def standins(tmp_path_factory):
+    return write_standins(tmp_path_factory.mktemp("standins"), train_size=64, test_size=16)
+
+
+def test_overlay_merges_mappings_and_replaces_everything_else():
+    base = {"a": {"b": 1, "c": [1, 2]}, "d": 4, "e": {"f": {"g": 1}}}
+    override = {"a": {"c": [3]}, "d": {"x": 1}, "e": {"f": {"h": 2}}, "new": None}
+    assert overlay(base, override) == {
+        "a": {"b": 1, "c": [3]},
+        "d": {"x": 1},
+        "e": {"f": {"g": 1, "h": 2}},
+        "new": None,
+    }
+    assert base == {"a": {"b": 1, "c": [1, 2]}, "d": 4, "e": {"f": {"g": 1}}}, "the base is not modified"
+
+
+@pytest.mark.parametrize(("family", "model_type", "model_class"), [
+    ("mistral", "mistral", "MistralForCausalLM"),  # Mistral-7B-Instruct-v0.2
+    ("llama", "llama", "LlamaForCausalLM"),  # Llama-3 8B, Llama-3.2-1B-Instruct
+    ("gpt2", "gpt2", "GPT2LMHeadModel"),  # ProtGPT2
+])  # fmt: skip
+def test_stand_in_models_are_of_the_hub_models_families(standins, family, model_type, model_class):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    config = json.loads((standins[family] / "config.json").read_text())
+    assert config["model_type"] == model_type and config["architectures"] == [model_class]
+    model = AutoModelForCausalLM.from_pretrained(standins[family])
+    assert type(model).__name__ == model_class
+    tokenizer = AutoTokenizer.from_pretrained(standins[family])
+    chat = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "2+2?"}], tokenize=False, add_generation_prompt=True
+    )
+    assert chat == "[user] 2+2?\n[assistant] "
+    assert set(FAMILIES) == {"mistral", "llama", "gpt2"}
+
+
+def test_stand_in_data_has_the_hub_schemas_and_no_unknown_characters(standins):
+    from transformers import AutoTokenizer
+
+    train = pq.read_table(standins["math_train"])
+    assert train.column_names == ["problem", "level", "type", "solution"]  # EleutherAI/hendrycks_math
+    assert train.num_rows == 64 and set(train.column("level").to_pylist()) <= {f"Level {k}" for k in range(1, 6)}
+    test = [json.loads(line) for line in standins["math500_test"].read_text().splitlines()]
+    assert len(test) == 16
+    assert list(test[0]) == ["problem", "solution", "answer", "subject", "level", "unique_id"]  # HuggingFaceH4/MATH-500
+    assert all(isinstance(r["level"], int) and r["unique_id"].startswith("test/") for r in test)
+    tokenizer = AutoTokenizer.from_pretrained(standins["mistral"])
+    texts = [*train.column("solution").to_pylist(), *(r["problem"] for r in test)]
+    for text in texts:
+        assert tokenizer.unk_token_id not in tokenizer(text)["input_ids"], text
+
+
+def test_the_math_problem_reads_the_stand_in_data_and_grades_its_gold(standins):
+    from aligntrain.problems import PROBLEMS
+
+    problem = PROBLEMS.parse(
+        "math",
+        {
+            "train": {"parquet": [str(standins["math_train"])]},
+            "test": {"parquet": [str(standins["math500_test"])], "format": "MATH-500"},
+        },
+    )
+    splits = problem.load_splits()
+    assert len(splits["test"]) == 16 and len(splits["train"]) + len(splits["validation"]) == 64
+    for row in [*splits["train"], *splits["test"]]:
+        assert problem.grade(row["completion"], row).correct, row["id"]
+
+
+@pytest.mark.parametrize("study", STANDIN_STUDIES)
+def test_every_stand_in_override_makes_valid_parameters(study):
+    folder = ROOT / "pipelines" / study
+    merged = overlay(
+        yaml.safe_load((folder / "params.yaml").read_text()), yaml.safe_load((folder / "standin.yaml").read_text())
+    )
+    params = parse_params(merged)
+    assert params.model.base_model is None or params.model.base_model.startswith("./standins/"), "no hub download"
+    assert params.model.lora is None or params.model.lora.quantization == "none", "4-bit NF4 needs CUDA"
+
+
+@pytest.mark.slow
+def test_cat_math_sft_runs_end_to_end_on_stand_ins(tmp_path):
+    """Every stage of pipelines/cat_math_sft in its folder: a tiny Mistral with LoRA and MATH-schema data."""
+    dest = tmp_path / "run"
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "run_standin.py"), "pipelines/cat_math_sft", str(dest)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    study = dest / "pipelines" / "cat_math_sft"
+    params = yaml.safe_load((study / "params.yaml").read_text())
+    variants = params["study"]["run"]
+    for variant in variants:
+        overall = json.loads((study / "metrics" / f"{variant}.json").read_text())["overall"]
+        assert overall["prompts"] == params["problem"]["test_size"] and 0.0 <= overall["pass@1"] <= 1.0, variant
+        pool = pq.read_table(study / "pools" / f"{variant}.parquet")
+        assert pool.num_rows == params["problem"]["test_size"] * params["rollouts"]["samples_per_prompt"]
+    assert (study / "models" / "variants" / "pass_at_n" / "adapter" / "adapter_config.json").is_file()
+    config = json.loads((study / "models" / "variants" / "pass_at_n" / "config.json").read_text())
+    assert config["architectures"] == ["MistralForCausalLM"], "the merged model is a plain Mistral"
+    report = (study / "reports" / "index.md").read_text()
+    assert "`./standins/models/mistral` (float32) with LoRA r = 16, α = 32 on q_proj, v_proj over the base" in report
+    assert "RL variants" not in report and "Not computed: no RL variant in the catalog" in report
+    assert not (dest / "data").exists() and not (dest / "models").exists(), "outputs stay in the study's folder"
+    status = subprocess.run(
+        ["dvc", "status", "pipelines/cat_math_sft/dvc.yaml"], cwd=dest, env=env, capture_output=True, text=True
+    )
+    assert "up to date" in status.stdout, status.stdout
