@@ -49,9 +49,11 @@ check-gpu-env:
 # CONCURRENCY stages at a time, each in a workspace of its own; the checkout then
 # reproduces everything from DVC's run-cache. `make study-plain` is `dvc repro` alone.
 CONCURRENCY ?= 2
+# STUDY=pipelines/<study> runs another study of the repository the same way.
+STUDY ?= .
 study: venv
-	aligntrain pipeline
-	python flows/study.py --concurrency $(CONCURRENCY)
+	aligntrain pipeline --root $(STUDY)
+	python flows/study.py --study $(STUDY) --concurrency $(CONCURRENCY)
 
 study-plain: venv
 	aligntrain pipeline
@@ -97,7 +99,7 @@ worker: venv                  ## a worker of POOL in this checkout; one stage at
 	    prefect worker start --pool $(POOL) --limit 1
 
 submit: venv                  ## the committed study on the agents; ends with `dvc repro --pull` here
-	python flows/study.py --agents --gpu-pool gpu --concurrency 4
+	python flows/study.py --study $(STUDY) --agents --gpu-pool gpu --concurrency 4
 
 # The linter and formatter first (seconds), then the tests.
 test: venv

@@ -53,19 +53,37 @@ def _restorable(stage) -> bool:
     return all(out.use_cache or out.is_metric or out.is_plot for out in stage.outs)
 
 
-def stage_graph(checkout: Path) -> tuple[list[str], dict[str, set[str]], set[str], set[str]]:
-    """(stages in topological order, upstream stages of each, stages DVC reports changed,
-    stages that cannot be restored from the run-cache)."""
+def stage_address(study: str, name: str) -> str:
+    """How DVC names stage ``name`` of the study in folder ``study`` from the checkout's root.
+
+    The root study's stages go by their names (``train@ce``); a pipeline's by its dvc.yaml
+    and name (``pipelines/hydro/dvc.yaml:train@ce``), as ``dvc repro`` and its log write them.
+    """
+    return name if study in ("", ".") else f"{Path(study).as_posix()}/dvc.yaml:{name}"
+
+
+def stage_graph(checkout: Path, study: str = ".") -> tuple[list[str], dict[str, set[str]], set[str], set[str]]:
+    """(stages of the study in topological order, upstream stages of each, stages DVC reports changed,
+    stages that cannot be restored from the run-cache), all as addresses (:func:`stage_address`).
+
+    Only the stages of ``study``'s dvc.yaml: DVC's index holds every dvc.yaml of the repository
+    (the root study and each pipelines/<study>/), whose stage names repeat.
+    """
     import networkx as nx
     from dvc.repo import Repo
 
+    dvcfile = (checkout / study / "dvc.yaml").resolve()
+    if not dvcfile.is_file():
+        raise FileNotFoundError(f"{dvcfile}: no such pipeline (run `aligntrain pipeline --root {study}`)")
     with Repo(str(checkout)) as repo:
-        graph = repo.index.graph  # edges: stage -> a stage it depends on
-        order = [s.name for s in reversed(list(nx.topological_sort(graph)))]
-        upstream = {s.name: {d.name for d in graph.successors(s)} for s in graph.nodes}
-        unrestorable = {s.name for s in graph.nodes if not _restorable(s)}
+        full = repo.index.graph  # edges: stage -> a stage it depends on
+        graph = full.subgraph([s for s in full.nodes if Path(s.dvcfile.path).resolve() == dvcfile])
+        address = {s: stage_address(study, s.name) for s in graph.nodes}
+        order = [address[s] for s in reversed(list(nx.topological_sort(graph)))]
+        upstream = {address[s]: {address[d] for d in graph.successors(s)} for s in graph.nodes}
+        unrestorable = {address[s] for s in graph.nodes if not _restorable(s)}
         # status() keys are addresses relative to the working directory (`dvc.yaml:train@ce` elsewhere).
-        changed = {address.rsplit(":", 1)[-1] for address in repo.status()}
+        changed = {stage_address(study, key.rsplit(":", 1)[-1]) for key in repo.status(targets=[str(dvcfile)])}
     return order, upstream, changed, unrestorable
 
 
@@ -79,8 +97,8 @@ def downstream_closure(order: list[str], upstream: dict[str, set[str]], seeds: s
 
 
 def stage_name(address: str) -> str:
-    """``train@ce`` -> ``train`` (the entry of the table of stages)."""
-    return address.split("@", 1)[0]
+    """``train@ce`` or ``pipelines/hydro/dvc.yaml:train@ce`` -> ``train`` (the entry of the table of stages)."""
+    return address.rsplit(":", 1)[-1].split("@", 1)[0]
 
 
 def _dvc_remote_url(checkout: Path) -> str | None:
@@ -94,6 +112,7 @@ def _dvc_remote_url(checkout: Path) -> str | None:
 @flow(name="study", log_prints=True)
 def study_flow(
     root: str = ".",
+    study: str = ".",
     concurrency: int = 2,
     agents: bool = False,
     cpu_pool: str = "cpu",
@@ -107,6 +126,7 @@ def study_flow(
     Parameters
     ----------
     root: the submitting checkout (its working tree locally; its HEAD commit on agents).
+    study: the study's folder in the checkout: ``.`` (the default study) or ``pipelines/<study>``.
     concurrency: stages running at the same time.
     agents: run each stage on a worker of a work pool instead of in this process.
     cpu_pool / gpu_pool: work pools of the agents; stages that train or sample go to ``gpu_pool``
@@ -119,7 +139,7 @@ def study_flow(
     checkout = Path(root).resolve()
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
-    order, upstream, changed, unrestorable = stage_graph(checkout)
+    order, upstream, changed, unrestorable = stage_graph(checkout, study)
     # DVC's status does not look ahead: everything downstream of a changed stage runs too.
     todo = downstream_closure(order, upstream, changed)
     in_checkout = set(downstream_closure(order, upstream, unrestorable))
@@ -139,7 +159,7 @@ def study_flow(
     else:
         # Checkpoints in the checkout, not the workspace: a retried stage resumes.
         env[CHECKPOINT_ROOT_ENV] = os.environ.get(CHECKPOINT_ROOT_ENV, str(checkout / "checkpoints"))
-    parent = os.environ.get(tracking.PARENT_ENV) or (open_study_run(str(checkout)) if todo else None)
+    parent = os.environ.get(tracking.PARENT_ENV) or (open_study_run(str(checkout), study) if todo else None)
     if parent:
         env[tracking.PARENT_ENV] = parent
 
@@ -160,7 +180,9 @@ def study_flow(
         failed = _schedule(dispatched, upstream, submit, concurrency, log)
         if failed:
             raise RuntimeError(f"stages failed: {', '.join(failed)}")
-        reproduce_from_run_cache(str(checkout), pull=agents, env=env, computed_here=sorted(in_checkout))
+        reproduce_from_run_cache(
+            str(checkout), pull=agents, env=env, computed_here=sorted(in_checkout), target=f"{study}/dvc.yaml"
+        )
         status = "FINISHED"
         shutil.rmtree(checkout / "build" / "workspaces" / study_id, ignore_errors=True)
     except KeyboardInterrupt:
@@ -230,6 +252,7 @@ def _agent_settings(checkout: Path, repo_url: str | None) -> tuple[str, str, str
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", default=".")
+    parser.add_argument("--study", default=".", help="the study's folder in the checkout (e.g. pipelines/hydro)")
     parser.add_argument("--concurrency", type=int, default=int(os.environ.get("ALIGNTRAIN_CONCURRENCY", 2)))
     parser.add_argument("--agents", action="store_true")
     parser.add_argument("--cpu-pool", default="cpu")
@@ -242,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     run = study_flow.with_options(task_runner=runner)
     kwargs = dict(
         root=args.root,
+        study=args.study,
         concurrency=args.concurrency,
         agents=args.agents,
         cpu_pool=args.cpu_pool,

@@ -6,7 +6,8 @@ repository of its own. In DEST/pipelines/<study>: params.yaml becomes the study'
 params.yaml with its standin.yaml laid over it (aligntrain.standins.overlay), the stand-in
 models and data are written to ./standins (aligntrain.standins.write_standins), dvc.yaml is
 generated for the merged parameters, and ``dvc repro pipelines/<study>/dvc.yaml`` runs every
-stage in the pipeline's folder, as on a GPU machine. Exit status: DVC's.
+stage in the pipeline's folder, as on a GPU machine (``--flow``: the study flow runs them, two at
+a time, as ``flows/study.py --study pipelines/<study>``). Exit status: DVC's (the flow's).
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("study", help="the study's folder, e.g. pipelines/cat_math_sft (holds standin.yaml)")
     parser.add_argument("dest", help="scratch folder (emptied first)")
+    parser.add_argument(
+        "--flow", action="store_true", help="run through the study flow (flows/study.py --study), 2 stages at a time"
+    )
     args = parser.parse_args()
     study = Path(args.study).resolve().relative_to(ROOT)
     if not (ROOT / study / "standin.yaml").is_file():
@@ -69,8 +73,12 @@ def main() -> int:
     subprocess.run([*git, "commit", "-qm", f"stand-in run of {study}"], cwd=dest, check=True)
     # A DVC repository of its own: the copy's .dvc/config names the checkout's remote, not this one's cache.
     start = time.monotonic()
-    done = subprocess.run(["dvc", "repro", f"{study}/dvc.yaml"], cwd=dest, env=env)
-    print(f"stand-in {study}: dvc repro exit {done.returncode} after {time.monotonic() - start:.0f} s in {dest}")
+    if args.flow:
+        command = [sys.executable, str(dest / "flows" / "study.py"), "--root", str(dest), "--study", str(study)]
+    else:
+        command = ["dvc", "repro", f"{study}/dvc.yaml"]
+    done = subprocess.run(command, cwd=dest, env=env)
+    print(f"stand-in {study}: {command[1]} exit {done.returncode} after {time.monotonic() - start:.0f} s in {dest}")
     return done.returncode
 
 

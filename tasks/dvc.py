@@ -160,8 +160,10 @@ def push_uncached_outputs(path: Path, stage: str, log) -> None:
     """
     from dvc.repo import Repo
 
+    study, _, name = stage.rpartition(":")  # `pipelines/<study>/dvc.yaml:<name>`, or a root stage's name
+    dvcfile = (path / (study or "dvc.yaml")).resolve()
     with Repo(str(path)) as repo:
-        (target,) = [s for s in repo.index.stages if s.name == stage]
+        (target,) = [s for s in repo.index.stages if s.name == name and Path(s.dvcfile.path).resolve() == dvcfile]
         hashes = [out.hash_info for out in target.outs if not out.use_cache and out.hash_info]
         if hashes:
             result = repo.cloud.push(hashes)
@@ -182,11 +184,13 @@ def run_stage_in_workspace(stage: str, checkout: str, study_id: str, env: dict[s
 
 
 @task(name="reproduce-from-run-cache", cache_policy=NO_CACHE)
-def reproduce_from_run_cache(checkout: str, pull: bool, env: dict[str, str], computed_here: list[str]) -> str:
-    """The final ``dvc repro`` in the submitting checkout: every stage restored, none computed
-    but ``computed_here`` (the stages the run-cache cannot hold)."""
+def reproduce_from_run_cache(
+    checkout: str, pull: bool, env: dict[str, str], computed_here: list[str], target: str = "dvc.yaml"
+) -> str:
+    """The final ``dvc repro <target>`` in the submitting checkout (the study's dvc.yaml): every stage
+    restored, none computed but ``computed_here`` (the stages the run-cache cannot hold)."""
     log = get_run_logger()
-    args = ["repro", "--pull"] if pull else ["repro"]
+    args = ["repro", "--pull", target] if pull else ["repro", target]
     output = run_dvc(args, Path(checkout), {**os.environ, **env}, log)
     ran = set(recomputed_upstream(output, stage="")) - set(computed_here)
     if ran:

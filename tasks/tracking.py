@@ -16,11 +16,11 @@ from aligntrain.config import load_params
 
 
 @task(name="open-study-run", cache_policy=NO_CACHE)
-def open_study_run(checkout: str) -> str:
-    """Check the tracking server answers, then create the study's parent run; returns its id."""
+def open_study_run(checkout: str, study: str = ".") -> str:
+    """Check the tracking server answers, then create the parent run of the study in folder ``study``."""
     root = Path(checkout)
     tracking.check_tracking_server(root)
-    params = load_params(root / "params.yaml")
+    params = load_params(root / study / "params.yaml")
     return tracking.start_study_run(params.study.name, params.study.experiment, root)
 
 

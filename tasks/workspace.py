@@ -47,7 +47,8 @@ class Workspace:
 
     @staticmethod
     def folder(root: Path, study_id: str, stage: str) -> Path:
-        return root / study_id / stage.replace("@", "_at_")
+        # A pipeline's stage address (pipelines/hydro/dvc.yaml:train@ce) as one folder name.
+        return root / study_id / stage.replace("/dvc.yaml:", "--").replace("/", "--").replace("@", "_at_")
 
     @classmethod
     def copy_of(cls, checkout: Path, study_id: str, stage: str) -> Workspace:

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from prefect import flow, task
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.testing.utilities import prefect_test_harness
 
-from flows.study import _schedule, downstream_closure, stage_name
+from flows.study import _schedule, downstream_closure, stage_graph, stage_name
+from tasks.workspace import Workspace
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # A diamond with a tail: a -> (b, c) -> d, and e alone.
 ORDER = ["a", "b", "c", "e", "d"]
@@ -22,6 +26,25 @@ def test_downstream_closure_takes_everything_below_a_change():
     assert downstream_closure(ORDER, UPSTREAM, {"a"}) == ["a", "b", "c", "d"]
     assert downstream_closure(ORDER, UPSTREAM, set()) == []
     assert stage_name("train@ce") == "train" and stage_name("compare") == "compare"
+    assert stage_name("pipelines/hydro/dvc.yaml:train@tea") == "train"
+    assert stage_name("pipelines/hydro/dvc.yaml:report") == "report"
+
+
+def test_the_flow_schedules_one_study_of_the_repository():
+    """DVC's index holds every dvc.yaml (root study, pipelines/*): the flow takes only its study's stages."""
+    order, upstream, _, unrestorable = stage_graph(ROOT)
+    assert "report" in order and not any("dvc.yaml:" in address for address in order)
+    assert upstream["pretrain"] == {"prepare"} and "report" in unrestorable
+    order, upstream, _, unrestorable = stage_graph(ROOT, "pipelines/hydro")
+    hydro = "pipelines/hydro/dvc.yaml:"
+    assert order and all(address.startswith(hydro) for address in order)
+    assert upstream[hydro + "pretrain"] == {hydro + "prepare"}
+    assert upstream[hydro + "train@tea"] == {hydro + "prepare", hydro + "warmup"}  # rows and starting model
+    assert hydro + "report" in unrestorable
+    folder = Workspace.folder(Path("/w"), "s1", hydro + "train@tea")
+    assert folder == Path("/w/s1/pipelines--hydro--train_at_tea")
+    with pytest.raises(FileNotFoundError, match="no such pipeline"):
+        stage_graph(ROOT, "pipelines/nope")
 
 
 @pytest.fixture(scope="module")
