@@ -155,16 +155,17 @@ def _registries() -> dict:
     from aligntrain.advantages import RULES
     from aligntrain.objectives import OBJECTIVES
     from aligntrain.problems import PROBLEMS
+    from aligntrain.rollouts.backends import BACKENDS
 
-    return {"objectives": OBJECTIVES, "rules": RULES, "problems": PROBLEMS}
+    return {"objectives": OBJECTIVES, "rules": RULES, "problems": PROBLEMS, "backends": BACKENDS}
 
 
 @app.command("list")
 def list_entries(
-    kind: str = typer.Argument(..., help="objectives, rules or problems."),
+    kind: str = typer.Argument(..., help="objectives, rules, problems or backends."),
     name: str = typer.Argument("", help="One entry: its whole docstring and options."),
 ) -> None:
-    """The entries of a registry (objectives, advantage rules, problems) and their typed options."""
+    """The entries of a registry (objectives, rules, problems, generation backends) and their typed options."""
     from aligntrain.options import describe_options
 
     registries = _registries()

@@ -20,6 +20,7 @@ from pydantic import (
     StrictInt,
     ValidationError,
     ValidationInfo,
+    field_serializer,
     field_validator,
     model_validator,
 )
@@ -364,6 +365,24 @@ class RolloutConfig(_Section):
     top_p: Real = Field(1.0, gt=0, le=1, description="Nucleus sampling mass.")
     max_new_tokens: StrictInt = Field(96, ge=1, description="Generation length cap.")
     batch_size: StrictInt = Field(512, ge=1, description="Sequences generated together (left padding, KV cache).")
+    # Typed Any so that this module imports no generation code; the validator makes it a Backend.
+    backend: Any = Field(
+        "hf",
+        validate_default=True,
+        description="Generation backend with its options (`aligntrain list backends`): hf (transformers' "
+        "generate) or vllm (GPU environment); a name or {name: ..., option: ...}.",
+    )
+
+    @field_validator("backend", mode="before")
+    @classmethod
+    def _parse_backend(cls, backend: Any) -> Any:
+        from aligntrain.rollouts.backends import parse_backend
+
+        return parse_backend(backend)
+
+    @field_serializer("backend")
+    def _dump_backend(self, backend: Any) -> dict:
+        return backend.as_params()
 
 
 class EvaluateConfig(_Section):

@@ -28,14 +28,24 @@ CONFIDENCE_COLUMNS = ["prompt_id", "level", "greedy_logp", "greedy_prob", "corre
 
 
 def greedy_confidence(
-    model, tokenizer, rows: Sequence[Mapping[str, Any]], problem, *, max_new_tokens: int, batch_size: int
+    model,
+    tokenizer,
+    rows: Sequence[Mapping[str, Any]],
+    problem,
+    *,
+    max_new_tokens: int,
+    batch_size: int,
+    prompts: Sequence[str] | None = None,
 ) -> pd.DataFrame:
-    """One row per test prompt: the greedy completion's log-probability, probability and verdict."""
+    """One row per test prompt: the greedy completion's log-probability, probability and verdict.
+
+    ``prompts``: the model's inputs, one per row (e.g. chat-rendered); None: the rows' prompts.
+    """
     from aligntrain.rollouts.generate import SamplingConfig, sample_completions
     from aligntrain.rollouts.pool import grade_completions
 
     sampling = SamplingConfig(max_new_tokens=max_new_tokens, greedy=True)
-    prompts = [r["prompt"] for r in rows]
+    prompts = [r["prompt"] for r in rows] if prompts is None else list(prompts)
     completions = sample_completions(model, tokenizer, prompts, 1, sampling, batch_size=batch_size, seed=0)
     records = [
         {

@@ -19,6 +19,7 @@ from aligntrain.models.hub import (
     ModelNotAvailableError,
     chat_prompt,
     load_pretrained,
+    policy_rows,
     resolve_model_source,
     with_chat_template,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "load_pretrained",
     "lora_config",
     "merge_adapter",
+    "policy_rows",
     "quantization_config",
     "resolve_model_source",
     "save_model_and_tokenizer",

@@ -162,6 +162,14 @@ def with_chat_template(rows: Sequence[Mapping[str, Any]], tokenizer: PreTrainedT
     return [{**row, "prompt": chat_prompt(tokenizer, row["prompt"])} for row in rows]
 
 
+def policy_rows(config: ModelConfig, tokenizer: PreTrainedTokenizerBase, rows: Sequence[Mapping[str, Any]]) -> list:
+    """``rows`` as the policy reads them: prompts rendered by the chat template when ``config.chat_template``.
+
+    The one place training, rollouts and the diagnostics turn a row's prompt into the model's input.
+    """
+    return with_chat_template(rows, tokenizer) if rows and config.chat_template else list(rows)
+
+
 def _adds_bos(tokenizer: PreTrainedTokenizerBase) -> bool:
     ids = tokenizer("x", add_special_tokens=True)["input_ids"]
     return bool(ids) and tokenizer.bos_token_id is not None and ids[0] == tokenizer.bos_token_id

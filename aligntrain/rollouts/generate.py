@@ -4,12 +4,19 @@ Prompts are left-padded into batches of up to ``batch_size`` sequences (each
 prompt repeated M times) and decoded with the KV cache; the summed log-probability
 of each sampled completion under the model at temperature 1 (the policy's own
 ``log π(y|x)``, docs/math.md notation ℓ) is read from the per-step logits, so no
-second forward pass is needed.
+second forward pass is needed. :func:`sequence_logprobs` is that forward pass, for
+completions another sampler (vLLM) drew.
+
+Out of memory [choice]: a batch that does not fit halves and is retried from the
+same sequence, and the log says so; the halved size is kept for the rest of the
+call. Batches are seeded by their position (``seed + b``), so a run that never
+runs out of memory samples exactly what it sampled before this rule.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -18,6 +25,8 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from aligntrain.validation import check_int
 
+logger = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class SamplingConfig:
@@ -25,6 +34,7 @@ class SamplingConfig:
     top_p: float = 1.0
     max_new_tokens: int = 96
     greedy: bool = False  # argmax decoding (temperature/top_p unused); logp is still log π at temperature 1
+    stop: tuple[str, ...] = ()  # texts that end a completion (kept in it), besides EOS
 
 
 @dataclass(frozen=True)
@@ -34,13 +44,8 @@ class Completion:
     text: str
     logp: float
     num_tokens: int
-    finished: bool  # ended with EOS rather than the length cap
+    finished: bool  # ended with EOS (or a stop text) rather than the length cap
     token_ids: tuple[int, ...]  # the sampled tokens, EOS included (decoding drops special tokens)
-
-
-def _chunks(items: Sequence, size: int) -> Iterator[Sequence]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 @torch.no_grad()
@@ -66,40 +71,99 @@ def sample_completions(
     jobs = [(p, s) for p in range(len(prompts)) for s in range(samples_per_prompt)]
     out: list[Completion] = []
     bar = tqdm(total=len(jobs), desc="sampling", unit="seq", disable=not progress)
-    for b, batch in enumerate(_chunks(jobs, batch_size)):
-        texts = [prompts[p] for p, _ in batch]
-        enc = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left").to(model.device)
-        torch.manual_seed(seed + b)
-        decoding = (
-            {"do_sample": False}
-            if sampling.greedy
-            else {"do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": 0}
-        )
-        gen = model.generate(
-            **enc,
-            **decoding,
-            max_new_tokens=sampling.max_new_tokens,
-            pad_token_id=tokenizer.pad_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-            return_dict_in_generate=True,
-            output_logits=True,
-            use_cache=True,
-        )
-        new_tokens = gen.sequences[:, enc["input_ids"].shape[1] :]
-        logits = torch.stack(gen.logits, dim=1).float()  # (batch, steps, vocab), before temperature
-        token_logp = torch.log_softmax(logits, dim=-1).gather(-1, new_tokens.unsqueeze(-1)).squeeze(-1)
-        # Tokens after the first EOS are padding; the EOS itself belongs to the completion.
-        is_eos = new_tokens == tokenizer.eos_token_id
-        after_eos = (is_eos.cumsum(dim=1) - is_eos.long()) > 0
-        valid = ~after_eos
-        seq_logp = (token_logp * valid).sum(dim=1)
-        lengths = valid.sum(dim=1)
-        finished = is_eos.any(dim=1)
-        padded = new_tokens.masked_fill(~valid, tokenizer.pad_token_id)
-        decoded = tokenizer.batch_decode(padded, skip_special_tokens=True)
-        rows = zip(batch, decoded, seq_logp.tolist(), lengths.tolist(), finished.tolist(), new_tokens.tolist())
-        for (p, s), text, lp, n, fin, ids in rows:
-            out.append(Completion(p, s, text, lp, n, fin, tuple(ids[:n])))
+    start, b = 0, 0
+    while start < len(jobs):
+        batch = jobs[start : start + batch_size]
+        try:
+            out += _sample_batch(model, tokenizer, prompts, batch, sampling, seed + b)
+        except torch.OutOfMemoryError:
+            if batch_size == 1:
+                raise
+            batch_size //= 2
+            logger.warning("out of memory generating %d sequences: halving the batch to %d", len(batch), batch_size)
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            continue
+        start, b = start + len(batch), b + 1
         bar.update(len(batch))
     bar.close()
     return out
+
+
+def _sample_batch(model, tokenizer, prompts, batch, sampling: SamplingConfig, seed: int) -> list[Completion]:
+    """One ``generate`` call over ``batch`` ((prompt index, sample index) pairs), seeded with ``seed``."""
+    texts = [prompts[p] for p, _ in batch]
+    enc = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left").to(model.device)
+    torch.manual_seed(seed)
+    decoding = (
+        {"do_sample": False}
+        if sampling.greedy
+        else {"do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": 0}
+    )
+    stopping = {"stop_strings": list(sampling.stop), "tokenizer": tokenizer} if sampling.stop else {}
+    gen = model.generate(
+        **enc,
+        **decoding,
+        **stopping,
+        max_new_tokens=sampling.max_new_tokens,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        return_dict_in_generate=True,
+        output_logits=True,
+        use_cache=True,
+    )
+    new_tokens = gen.sequences[:, enc["input_ids"].shape[1] :]
+    logits = torch.stack(gen.logits, dim=1).float()  # (batch, steps, vocab), before temperature
+    token_logp = torch.log_softmax(logits, dim=-1).gather(-1, new_tokens.unsqueeze(-1)).squeeze(-1)
+    # Tokens after the first EOS are padding; the EOS itself belongs to the completion.
+    is_eos = new_tokens == tokenizer.eos_token_id
+    after_eos = (is_eos.cumsum(dim=1) - is_eos.long()) > 0
+    valid = ~after_eos
+    seq_logp = (token_logp * valid).sum(dim=1)
+    lengths = valid.sum(dim=1)
+    padded = new_tokens.masked_fill(~valid, tokenizer.pad_token_id)
+    decoded = tokenizer.batch_decode(padded, skip_special_tokens=True)
+    finished = [
+        bool(eos) or any(text.endswith(stop) for stop in sampling.stop)
+        for eos, text in zip(is_eos.any(dim=1).tolist(), decoded, strict=True)
+    ]
+    rows = zip(batch, decoded, seq_logp.tolist(), lengths.tolist(), finished, new_tokens.tolist())
+    return [Completion(p, s, text, lp, n, fin, tuple(ids[:n])) for (p, s), text, lp, n, fin, ids in rows]
+
+
+@torch.no_grad()
+def sequence_logprobs(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: Sequence[str],
+    completions: Sequence[Sequence[int]],
+    *,
+    batch_size: int,
+) -> list[float]:
+    """Summed log π(y|x) at temperature 1 of each completion's tokens after its prompt: one forward pass.
+
+    ``prompts[i]`` is tokenized as generation tokenizes it; ``completions[i]`` are
+    token ids (EOS included when the completion finished). Sequences are right-padded
+    and read under an attention mask, so padding changes nothing.
+    """
+    if len(prompts) != len(completions):
+        raise ValueError(f"{len(prompts)} prompts but {len(completions)} completions")
+    batch_size = check_int(batch_size, "batch_size", minimum=1)
+    model.eval()
+    sums: list[float] = []
+    for start in range(0, len(prompts), batch_size):
+        chunk_prompts = prompts[start : start + batch_size]
+        chunk_ids = completions[start : start + batch_size]
+        prompt_ids = tokenizer(list(chunk_prompts))["input_ids"]
+        sequences = [list(p) + list(c) for p, c in zip(prompt_ids, chunk_ids, strict=True)]
+        width = max(len(s) for s in sequences)
+        pad = tokenizer.pad_token_id
+        ids = torch.tensor([s + [pad] * (width - len(s)) for s in sequences], device=model.device)
+        mask = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in sequences], device=model.device)
+        logp = torch.log_softmax(model(input_ids=ids, attention_mask=mask).logits.float(), dim=-1)
+        for row, (p, c) in enumerate(zip(prompt_ids, chunk_ids, strict=True)):
+            # The token at position t is predicted by the logits at t - 1.
+            positions = torch.arange(len(p) - 1, len(p) + len(c) - 1, device=model.device)
+            targets = torch.tensor(list(c), device=model.device, dtype=torch.long)
+            sums.append(float(logp[row, positions, targets].sum()))
+    return sums

@@ -96,7 +96,7 @@ def diagnose_variant(params: Params, paths: StudyPaths, variant: str, test_rows:
     from aligntrain.diagnostics.forced_vote import pool_efficiencies
     from aligntrain.diagnostics.overconfidence import greedy_confidence, reward_distribution, summarize_confidence
     from aligntrain.diagnostics.tails import pool_tail_fits, summarize_tail_fits
-    from aligntrain.models import load_model_and_tokenizer
+    from aligntrain.models import load_model_and_tokenizer, policy_rows
 
     problem = problem_of(params)
     binary = problem.binary_rewards
@@ -113,7 +113,7 @@ def diagnose_variant(params: Params, paths: StudyPaths, variant: str, test_rows:
         ],
         ignore_index=True,
     )
-    model, tokenizer = load_model_and_tokenizer(paths.variant_model(variant))
+    model, tokenizer = load_model_and_tokenizer(paths.variant_model(variant), dtype=params.model.dtype)
     confidence = greedy_confidence(
         model,
         tokenizer,
@@ -121,6 +121,7 @@ def diagnose_variant(params: Params, paths: StudyPaths, variant: str, test_rows:
         problem,
         max_new_tokens=params.rollouts.max_new_tokens,
         batch_size=params.rollouts.batch_size,
+        prompts=[r["prompt"] for r in policy_rows(params.model, tokenizer, test_rows)],
     )
     shift = reward_distribution(pool, binary)
     summary: dict = {
@@ -187,7 +188,7 @@ def oracle_gradient(params: Params, paths: StudyPaths, test_rows: Sequence[dict]
         rule_label,
         summarize_cosines,
     )
-    from aligntrain.models import load_model_and_tokenizer
+    from aligntrain.models import load_model_and_tokenizer, policy_rows
     from aligntrain.rollouts.generate import SamplingConfig, sample_completions
 
     cfg = params.diagnostics.oracle
@@ -201,7 +202,8 @@ def oracle_gradient(params: Params, paths: StudyPaths, test_rows: Sequence[dict]
         return headline
     problem = problem_of(params)
     rows = list(test_rows[: cfg.prompts])
-    model, tokenizer = load_model_and_tokenizer(paths.variant_model(cfg.variant))
+    model, tokenizer = load_model_and_tokenizer(paths.variant_model(cfg.variant), dtype=params.model.dtype)
+    prompts = [r["prompt"] for r in policy_rows(params.model, tokenizer, rows)]
     sampling = SamplingConfig(
         temperature=params.rollouts.temperature,
         top_p=params.rollouts.top_p,
@@ -210,7 +212,7 @@ def oracle_gradient(params: Params, paths: StudyPaths, test_rows: Sequence[dict]
     completions = sample_completions(
         model,
         tokenizer,
-        [r["prompt"] for r in rows],
+        prompts,
         cfg.samples_per_prompt,
         sampling,
         batch_size=params.rollouts.batch_size,
@@ -227,7 +229,7 @@ def oracle_gradient(params: Params, paths: StudyPaths, test_rows: Sequence[dict]
         pools.append(
             PromptPool(
                 prompt_id=row["id"],
-                prompt=row["prompt"],
+                prompt=prompts[p],
                 completion_ids=[c.token_ids for c in mine],
                 rewards=group.reward.to_numpy(dtype=float),
                 oracle_advantages=advantages,

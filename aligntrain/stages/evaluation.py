@@ -7,6 +7,7 @@ compare: all variants side by side, paired against the baseline, one plot.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 
@@ -17,35 +18,47 @@ from aligntrain.evaluation.compare import comparison_table, markdown_table, plot
 from aligntrain.evaluation.curves import curve_table, per_prompt_scores, strategies_for, summarize
 from aligntrain.io import atomic_path, write_json, write_text
 from aligntrain.paths import StudyPaths
-from aligntrain.problems import get_problem
-from aligntrain.rollouts.pool import build_pool, read_pool, write_pool
+from aligntrain.rollouts.pool import build_pool, read_pool, read_sampler, write_pool, write_with_sampler
+from aligntrain.stages.prepare import problem_of
+
+logger = logging.getLogger(__name__)
 
 
 def generate_pool(params: Params, paths: StudyPaths, variant: str, test_rows: Sequence[dict]) -> dict:
-    """Sample, grade and write ``pools/<variant>.parquet``; returns throughput metrics."""
+    """Sample, grade and write ``pools/<variant>.parquet``; returns throughput metrics.
+
+    Prompts are rendered as the policy was trained on them (``model.chat_template``), the
+    model is loaded in ``model.dtype``, and ``rollouts.backend`` samples (docs/models.md).
+    """
     # Imported here so that evaluate and compare, which only read pools, never load torch models.
-    from aligntrain.models import load_model_and_tokenizer
-    from aligntrain.rollouts.generate import SamplingConfig, sample_completions
+    from transformers import AutoConfig, AutoTokenizer
+
+    from aligntrain.models import policy_rows
+    from aligntrain.rollouts.backends import report_logp_gap
+    from aligntrain.rollouts.generate import SamplingConfig
 
     cfg = params.rollouts
-    model, tokenizer = load_model_and_tokenizer(paths.variant_model(variant))
-    check_prompt_lengths(
-        test_rows, tokenizer, context=model.config.max_position_embeddings, max_new_tokens=cfg.max_new_tokens
-    )
+    model_dir = paths.variant_model(variant)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    rows = policy_rows(params.model, tokenizer, test_rows)
+    context = AutoConfig.from_pretrained(model_dir).max_position_embeddings
+    check_prompt_lengths(rows, tokenizer, context=context, max_new_tokens=cfg.max_new_tokens)
     start = time.perf_counter()
-    completions = sample_completions(
-        model,
-        tokenizer,
-        [r["prompt"] for r in test_rows],
+    sampled = cfg.backend.sample(
+        model_dir,
+        [r["prompt"] for r in rows],
+        [r["id"] for r in rows],
         cfg.samples_per_prompt,
         SamplingConfig(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens),
+        dtype=params.model.dtype,
         batch_size=cfg.batch_size,
         seed=params.study.seed,
     )
     seconds = time.perf_counter() - start
-    pool = build_pool(test_rows, completions, get_problem(params.problem.name))
-    write_pool(pool, paths.pool(variant))
+    pool = build_pool(test_rows, sampled.completions, problem_of(params), sampled.sampler_logps)
+    write_pool(pool, paths.pool(variant), sampled.record.as_dict())
     tokens = int(pool.num_tokens.sum())
+    gap = report_logp_gap(sampled.completions, sampled.sampler_logps)
     return {
         "completions": float(len(pool)),
         "tokens_generated": float(tokens),
@@ -53,6 +66,8 @@ def generate_pool(params: Params, paths: StudyPaths, variant: str, test_rows: Se
         "tokens_per_second": tokens / seconds,
         "unfinished_fraction": float(1 - pool.finished.mean()),
         "mean_reward": float(pool.reward.mean()),
+        "sampler_logp_gap_mean": gap["mean"],
+        "sampler_logp_gap_max": gap["max"],
     }
 
 
@@ -74,11 +89,11 @@ def check_prompt_lengths(rows: Sequence[dict], tokenizer, *, context: int, max_n
 
 def evaluate_pool(params: Params, paths: StudyPaths, variant: str, test_rows: Sequence[dict]) -> dict:
     """Per-prompt scores, summary metrics and curve tables of one variant."""
-    problem = get_problem(params.problem.name)
+    problem = problem_of(params)
     gold = {r["id"]: problem.gold_class(r) for r in test_rows}
     per_prompt = per_prompt_scores(read_pool(paths.pool(variant)), gold, strategies_for(problem.binary_rewards))
-    with atomic_path(paths.per_prompt(variant)) as tmp:
-        per_prompt.to_parquet(tmp, index=False)
+    # The sampler record travels with the scores, so that compare sees what drew each variant's pool.
+    write_with_sampler(per_prompt, paths.per_prompt(variant), read_sampler(paths.pool(variant)))
     summary = summarize(per_prompt)
     write_json(paths.metrics(variant), summary)
     with atomic_path(paths.curve(variant)) as tmp:
@@ -89,6 +104,7 @@ def evaluate_pool(params: Params, paths: StudyPaths, variant: str, test_rows: Se
 def compare_variants(params: Params, paths: StudyPaths) -> dict:
     """``reports/compare.{md,csv,json}`` and ``reports/scaling.png``."""
     per_prompt = {v: pd.read_parquet(paths.per_prompt(v)) for v in params.run_variants}
+    mixed = mixed_samplers({v: read_sampler(paths.per_prompt(v)) for v in params.run_variants})
     baseline = params.compare.baseline
     table = comparison_table(
         per_prompt,
@@ -107,6 +123,8 @@ def compare_variants(params: Params, paths: StudyPaths) -> dict:
         f"mean ± standard error over prompts; Δ = paired difference to the baseline `{baseline}` "
         f"with its {level}% prompt-bootstrap interval ({params.evaluate.bootstrap_resamples} resamples).",
     ]
+    if mixed:
+        body += ["", f"**Pools drawn by different samplers** (not one sampling procedure): {mixed}."]
     for strategy in sorted(table.strategy.unique()):
         body += ["", f"## {strategy}@k", "", markdown_table(table, strategy, baseline)]
     write_text(reports / "compare.md", "\n".join(body) + "\n")
@@ -121,3 +139,13 @@ def compare_variants(params: Params, paths: StudyPaths) -> dict:
                 summary[variant][f"{strategy}@{k}_delta"] = round(float(r["delta"]), 6)
     write_json(reports / "compare.json", summary)
     return summary
+
+
+def mixed_samplers(samplers: dict[str, dict[str, str] | None]) -> str:
+    """ "" when every variant's pool came from one backend; else which variant used which (and a warning logged)."""
+    kinds = {v: f"{s['backend']} ({s['version']}, {s['dtype']})" if s else "unrecorded" for v, s in samplers.items()}
+    if len({k.split(" ")[0] for k in kinds.values()}) <= 1:
+        return ""
+    said = "; ".join(f"{v}: {k}" for v, k in kinds.items())
+    logger.warning("compare: the variants' pools come from different generation backends: %s", said)
+    return said

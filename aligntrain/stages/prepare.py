@@ -18,7 +18,7 @@ import pandas as pd
 from aligntrain.config import Params
 from aligntrain.io import atomic_path
 from aligntrain.paths import StudyPaths
-from aligntrain.problems import PROBLEMS, Problem, get_problem
+from aligntrain.problems import PROBLEMS, Problem
 from aligntrain.problems.hub import HubProblem, corpus_from_rows
 
 SPLITS = ("train", "validation", "test")
@@ -41,7 +41,7 @@ def generate_rows(params: Params) -> dict[str, list[dict]]:
 
 def validate_rows(params: Params, splits: dict[str, Sequence[dict]]) -> None:
     """Every row well-formed (ValueError naming the row id) and no prompt in two splits."""
-    problem = get_problem(params.problem.name)
+    problem = problem_of(params)
     seen: dict[str, str] = {}
     for split in SPLITS:
         if not splits.get(split):
@@ -82,7 +82,7 @@ def read_split(params: Params, paths: StudyPaths, split: str) -> list[dict]:
     rows = pd.read_parquet(path).to_dict("records")
     if not rows:
         raise ValueError(f"{path}: split {split!r} has no rows")
-    problem = get_problem(params.problem.name)
+    problem = problem_of(params)
     for row in rows:
         try:
             problem.validate_row(row)

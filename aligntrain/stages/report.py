@@ -21,8 +21,8 @@ import pandas as pd
 from aligntrain.config import Params
 from aligntrain.io import write_text
 from aligntrain.paths import StudyPaths
-from aligntrain.problems import get_problem
 from aligntrain.rollouts.pool import read_pool
+from aligntrain.stages.prepare import problem_of
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -144,7 +144,7 @@ def _scaling_sentence(params: Params, sub: pd.DataFrame, strategy: str, k_min: i
 def confidence_section(params: Params, paths: StudyPaths, figures: dict[str, str]) -> list[str]:
     from aligntrain.diagnostics.overconfidence import plot_confidence, plot_reward_shift, reward_distribution
 
-    binary = get_problem(params.problem.name).binary_rewards
+    binary = problem_of(params).binary_rewards
     frames, shifts, rows = {}, {}, []
     for v in params.run_variants:
         frames[v] = pd.read_parquet(paths.diagnostics(v) / "confidence.parquet")
@@ -277,7 +277,7 @@ def efficiency_section(params: Params, paths: StudyPaths) -> list[str]:
         "gold answer never appears in the pool (or that are always right) have no defined efficiency and are excluded."
         + (
             ""
-            if get_problem(params.problem.name).binary_rewards
+            if problem_of(params).binary_rewards
             else " For best-of-N (target: the top reward, value E[max]) D/a_t is not shift-invariant: adding c to "
             "every reward adds N·c to a_t and leaves D unchanged, so read it across variants of one problem only."
         ),
@@ -345,7 +345,7 @@ def weight_section(params: Params, paths: StudyPaths) -> list[str]:
 def tails_section(params: Params, paths: StudyPaths) -> list[str]:
     from aligntrain.diagnostics.tails import plot_qq_tails
 
-    if get_problem(params.problem.name).binary_rewards:
+    if problem_of(params).binary_rewards:
         return [
             "## QQ tail fits (TEA Table 14)",
             "",
@@ -455,7 +455,7 @@ def oracle_section(params: Params, paths: StudyPaths) -> list[str]:
                 f"(cos {best['mean']:.3f}); TEA Table 13 reports 0.2–0.6 for best-of-N on 7B models, where "
                 "the gradient lives in far more dimensions.",
             ]
-    if get_problem(params.problem.name).binary_rewards:
+    if problem_of(params).binary_rewards:
         lines += [
             "",
             "On binary rewards the pass@N oracle is a positive multiple of r − p̂ within each prompt for "

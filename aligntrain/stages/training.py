@@ -27,12 +27,12 @@ from aligntrain.models import (
     check_quantization_supported,
     load_model_and_tokenizer,
     load_pretrained,
+    policy_rows,
     save_model_and_tokenizer,
-    with_chat_template,
 )
 from aligntrain.objectives import CrossEntropy, ObjectiveOptions
 from aligntrain.paths import StudyPaths
-from aligntrain.problems import get_problem
+from aligntrain.stages.prepare import problem_of
 from aligntrain.training.sft import train_sft
 
 
@@ -96,8 +96,8 @@ def _load_for_training(params: Params, path, *, adapters: bool = True):
 
 
 def _prompts(params: Params, tokenizer, rows: Sequence[dict] | None) -> Sequence[dict] | None:
-    """``rows`` with their prompts rendered by the chat template when ``model.chat_template`` is set."""
-    return with_chat_template(rows, tokenizer) if rows and params.model.chat_template else rows
+    """``rows`` as the policy reads them (``policy_rows``); None stays None."""
+    return None if rows is None else policy_rows(params.model, tokenizer, rows)
 
 
 def pretrain(
@@ -218,7 +218,7 @@ def _rl_variant(params, paths, variant, objective, model, tokenizer, train_rows,
     """TRL GRPO with the variant's advantage rule; rewards from the problem's verifier."""
     from aligntrain.training.rl import train_rl
 
-    problem = get_problem(params.problem.name)
+    problem = problem_of(params)
     config = params.rl_config(variant)
     checkpoint_dir = _checkpoint_dir(
         paths,
