@@ -1,0 +1,753 @@
+"""Whitelist tokenizer and recursive-descent parser: answer text -> answer class.
+
+Nothing here calls ``eval``, ``sympify``, ``parse_expr`` or a LaTeX-to-sympy
+converter: the tokenizer accepts only the tokens listed in ``_TOKEN`` and
+``_COMMANDS``, and the parser builds every sympy object itself (module
+:mod:`aligntrain.grading.scalar`). The grammar is in :func:`parse_answer`;
+the answer kinds and their classes are in the docstring of
+:mod:`aligntrain.grading`.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+import sympy
+
+from aligntrain.grading import scalar
+from aligntrain.grading.scalar import (
+    MAX_ROOT_INDEX,
+    DeadlineExceeded,
+    Node,
+    Unparseable,
+    canonical_scalar,
+    check_deadline,
+)
+
+MAX_NUMBER_DIGITS = 40
+"""Digits (both sides of the decimal point together, separators not counted) in one number."""
+
+MAX_GROUP_DEPTH = 20
+"""Deepest nesting of groups ( ``(...)``, ``\\left(...\\right)``, ``{...}`` arguments ) accepted."""
+
+MAX_RADICALS = 4
+"""Most ``\\sqrt`` in one answer (each adds a generator that expansion and radsimp multiply out)."""
+
+MAX_ITEMS = 16
+"""Most items in one tuple, list, set, union or matrix (all of them together)."""
+
+MAX_TEXT_TOKEN = 40
+"""Longest content of one ``\\text{...}`` (or ``\\mbox``, ``\\mathrm``...) group."""
+
+_ASCII_WHITESPACE = " \t\r\n\f\v"
+_TEXT_COMMANDS = ("text", "textbf", "textrm", "textnormal", "textit", "mbox", "mathrm", "mathbf", "textup")
+# One token: a number, a text group, a LaTeX command, or one symbol. A number is
+# decimal ("17", "17.", "17.5", ".5") or has strict thousands grouping ("1,000",
+# "1{,}000", "1\,000", "12,345,678.5": first group 1-3 digits not starting with
+# 0, then groups of exactly 3). Explicit [0-9] and [A-Za-z]: the \d and \w
+# classes, str.isdigit and int() accept other scripts' digits ("١٧").
+_TOKEN = re.compile(
+    r"[ \t\r\n\f\v]*(?:"
+    r"([1-9][0-9]{0,2}(?:(?:,|\{,\}|\\,)[0-9]{3})+(?![0-9])(?:\.[0-9]*)?|[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+    r"|\\(?:" + "|".join(_TEXT_COMMANDS) + r")[ \t]*\{([A-Za-z0-9 ().,'\-]{0," + str(MAX_TEXT_TOKEN) + r"})\}"
+    r"|(\\begin\{[pbv]?matrix\}|\\end\{[pbv]?matrix\}|\\\\|\\[A-Za-z]+|\\[%{}$!,;: ])"
+    r"|(\*\*|[-+*/^()\[\]{}$%,=&_]|[A-Za-z])"
+    r")"
+)
+_SPACING = frozenset({"\\!", "\\,", "\\;", "\\:", "\\ ", "\\quad", "\\qquad", "\\displaystyle"})
+_MATRIX_BEGIN = frozenset({"\\begin{pmatrix}", "\\begin{bmatrix}", "\\begin{vmatrix}", "\\begin{matrix}"})
+_MATRIX_END = frozenset(token.replace("begin", "end") for token in _MATRIX_BEGIN)
+_FRACTION_COMMANDS = frozenset({"\\frac", "\\dfrac", "\\tfrac"})
+_PRODUCT_OPERATORS = frozenset({"*", "/", "\\cdot", "\\times"})
+_COMMANDS = (
+    _FRACTION_COMMANDS
+    | _SPACING
+    | {"\\sqrt", "\\pi", "\\cdot", "\\times", "\\left", "\\right", "\\boxed", "\\%", "\\$", "\\{", "\\}"}
+    | {"\\infty", "\\cup", "\\pm", "\\circ", "\\degree", "\\\\"}
+    | _MATRIX_BEGIN
+    | _MATRIX_END
+)
+KINDS = (
+    "number",
+    "complex",
+    "expression",
+    "equation",
+    "tuple",
+    "interval",
+    "set",
+    "matrix",
+    "base",
+    "choice",
+    "text",
+)
+"""The answer kinds (docs/grading.md); "number" is a real number, the original grader's only kind."""
+_SCALAR_KINDS = ("number", "complex", "expression")
+_PERCENT_SIGNS = frozenset({"%", "\\%"})
+_TEXT = "\\text"  # the token kind of a text group: ("\\text", content)
+# Trailing unit words (after whitespace, at the end of an item) that are dropped [choice].
+_UNIT_WORDS = re.compile(
+    r"[ \t]+(?:square[ \t]+|sq[ \t]+|cubic[ \t]+)?(?:units?|cm|centimeters?|meters?|km|kilometers?|mm|inches|inch|"
+    r"feet|foot|ft|yards?|miles?|degrees?|dollars?|cents?|seconds?|minutes?|hours?|days?|"
+    r"pounds?|ounces?|grams?|kg|liters?|mph)\.?(?:\^\{?[23]\}?)?(?=[ \t]*(?:,|$))"
+)
+_WORDS = re.compile(r"[A-Za-z]+(?:[ '\-]+[A-Za-z]+)*\.?")
+
+
+def tokenize(text: str) -> list[str | tuple[str, str]]:
+    """Whitelist tokens of ``text``; a text group is the pair ``("\\text", content)``."""
+    stripped = _UNIT_WORDS.sub("", text.strip(_ASCII_WHITESPACE))  # str.strip() would also strip unicode spaces
+    tokens: list[str | tuple[str, str]] = []
+    position = 0
+    while position < len(stripped):
+        match = _TOKEN.match(stripped, position)
+        if match is None or match.end() == position:
+            raise Unparseable
+        number, text_content, command, symbol = match.groups()
+        position = match.end()
+        if number is not None:
+            digits = number.replace("{,}", "").replace("\\,", "").replace(",", "")
+            if len(digits) - digits.count(".") > MAX_NUMBER_DIGITS:
+                raise Unparseable
+            tokens.append(digits)
+        elif text_content is not None:
+            tokens.append((_TEXT, text_content))
+        elif command is not None:
+            if command not in _COMMANDS:
+                raise Unparseable
+            if command not in _SPACING:
+                tokens.append(command)
+        elif symbol is not None:
+            tokens.append(symbol)
+        else:  # only whitespace matched: trailing blanks were stripped, so this cannot loop
+            raise Unparseable
+    if tokens.count("\\sqrt") > MAX_RADICALS:
+        raise Unparseable
+    return _drop_degree_signs(tokens)
+
+
+def _drop_degree_signs(tokens: list) -> list:
+    """``^\\circ``, ``^{\\circ}`` and ``\\degree`` are dropped [choice: a degree answer is its number]."""
+    out: list = []
+    index = 0
+    while index < len(tokens):
+        if tokens[index : index + 2] == ["^", "\\circ"]:
+            index += 2
+        elif tokens[index : index + 4] == ["^", "{", "\\circ", "}"]:
+            index += 4
+        elif tokens[index] == "\\degree":
+            index += 1
+        else:
+            out.append(tokens[index])
+            index += 1
+    return out
+
+
+class Item:
+    """One parsed item of an answer: its kind, its class string and (scalars, equations) its parts."""
+
+    __slots__ = ("kind", "answer_class", "value", "variable", "nodes")
+
+    def __init__(self, kind: str, answer_class: str, value=None, variable=None, nodes=None) -> None:
+        self.kind = kind
+        self.answer_class = answer_class
+        self.value = value
+        self.variable = variable
+        self.nodes = nodes
+
+
+def parse_answer(text: str, deadline: float, nested: bool = False) -> tuple[str, str]:
+    """The kind (one of ``KINDS``) and class string of ``text`` (raises ``Unparseable`` / ``DeadlineExceeded``).
+
+    Grammar (ASCII whitespace between tokens; spacing commands ``\\!``,
+    ``\\,``, ``\\;``, ``\\quad`` ... are ignored; trailing unit words and
+    degree signs are dropped before parsing)::
+
+        answer   := "$" inner "$" | inner
+        inner    := "\\boxed" "{" list "}" | list
+        list     := "\\{" items "\\}" | items            # braces: a set
+        items    := item ("," item)*                     # 2+ items: an unordered list
+        item     := words | choice | matrix | base | union | scalar_item
+        words    := text group or letter runs only        -> "text:<letters, lower case>"
+        choice   := A-Z | "(" A-Z ")" | text group holding one of those  -> "choice:<letter>"
+        matrix   := "\\begin{pmatrix}" row ("\\\\" row)* "\\end{pmatrix}"  (bmatrix, vmatrix, matrix)
+        row      := expr ("&" expr)*
+        base     := [0-9]+ "_" ( [0-9]+ | "{" [0-9]+ "}" )   # a numeral in base 2..36
+        union    := bracket ("\\cup" bracket)*
+        bracket  := open bound "," bound close             # an interval, or a tuple when both ends are ( )
+                  | "(" expr ("," expr)+ ")"               # a tuple (ordered pair, ...)
+        open     := "(" | "[" | "\\left(" | "\\left["     close := ")" | "]" | "\\right)" | "\\right]"
+        bound    := expr | ["+" | "-"] "\\infty"
+        scalar_item := ["\\$"] pm ["=" pm] [unit]           # unit: "%", "\\%", a text group
+        pm       := ["\\pm"] expr ["\\pm" expr]            # a +- b: the two values
+        expr     := term (("+" | "-") term)*
+        term     := signed (("*" | "/" | "\\cdot" | "\\times") signed)*
+        signed   := ("+" | "-")* product
+        product  := power power_r*                         # juxtaposition: "2\\sqrt{3}", "3x", "2(x+1)"
+        power_r  := power starting with "\\sqrt", "\\pi", a letter, "(" or "\\left("
+        power    := primary [("^" | "**") exponent]
+        exponent := int | "{" int "}" | "(" int ")"       # |value| <= MAX_EXPONENT
+        primary  := number | "\\pi" | letter | "(" expr ")" | "\\left" "(" expr "\\right" ")"
+                  | "{" expr "}"  (only after a unit-free number context: not at the top)
+                  | ("\\frac" | "\\dfrac" | "\\tfrac") "{" expr "}" "{" expr "}"
+                  | "\\sqrt" ["[" [0-9]+ "]"] "{" expr "}"
+        letter   := [a-z] | [A-Z]                          # "i" is the imaginary unit
+
+    Equations: a lone "v = e" (v one letter not in e) is e's class; a list
+    whose items are all "v = e" for one letter v is the list of the e; other
+    equations are "eq:" and their normalised polynomial (module docstring).
+    """
+    tokens = tokenize(text)
+    return _Parser(tokens, deadline, nested).parse()
+
+
+class _Parser:
+    """Recursive descent over the grammar of :func:`parse_answer`."""
+
+    def __init__(self, tokens: list, deadline: float, nested: bool) -> None:
+        self._tokens = tokens
+        self._position = 0
+        self._depth = 0
+        self._deadline = deadline
+        self._nested = nested
+        self._allow_infinity = False
+
+    # -- token helpers -------------------------------------------------------
+
+    def _peek(self, offset: int = 0):
+        index = self._position + offset
+        return self._tokens[index] if index < len(self._tokens) else None
+
+    def _take(self):
+        token = self._peek()
+        if token is None:
+            raise Unparseable
+        self._position += 1
+        return token
+
+    def _accept(self, token: str) -> bool:
+        if self._peek() != token:
+            return False
+        self._position += 1
+        return True
+
+    def _expect(self, token: str) -> None:
+        if not self._accept(token):
+            raise Unparseable
+
+    def _enter(self) -> None:
+        self._depth += 1
+        if self._depth > MAX_GROUP_DEPTH:
+            raise Unparseable
+
+    # -- answer level ----------------------------------------------------------
+
+    def parse(self) -> tuple[str, str]:
+        in_dollars = self._accept("$")
+        if self._accept("\\boxed"):
+            self._expect("{")
+            answer_class = self._list()
+            self._expect("}")
+        else:
+            answer_class = self._list()
+        if in_dollars:
+            self._expect("$")
+        if self._position != len(self._tokens):
+            raise Unparseable
+        return answer_class
+
+    def _list(self) -> tuple[str, str]:
+        words = self._words()
+        if words is not None:
+            return "text", words
+        closing = None
+        if self._peek() == "\\left" and self._peek(1) == "\\{":
+            self._position += 2
+            closing = ("\\right", "\\}")
+        elif self._accept("\\{"):
+            closing = ("\\}",)
+        if closing is not None:
+            items = self._items()
+            for token in closing:
+                self._expect(token)
+            return "set", _set_class(items)
+        items = self._items()
+        if len(items) == 1:
+            item = items[0]
+            if item.kind == "assignment":  # "x = 5" -> 5, "y = 2x+3" -> 2x+3
+                return item.nodes, item.value
+            return ("set" if item.kind == "pm" else item.kind), item.answer_class
+        return "set", _set_class(items)
+
+    def _items(self) -> list[Item]:
+        starts = [self._position]
+        items = [self._item()]
+        while self._accept(","):
+            starts.append(self._position)
+            items.append(self._item())
+            if len(items) > MAX_ITEMS:
+                raise Unparseable
+        if len(items) > 1:
+            # [choice] "1,00", "0,001", "1, 000": an item that is an integer with a
+            # leading zero reads as a broken digit grouping, not a list: no class.
+            for start in starts:
+                token = self._tokens[start]
+                if isinstance(token, str) and len(token) > 1 and token[0] == "0" and _is_digits(token):
+                    raise Unparseable
+        return items
+
+    def _words(self) -> str | None:
+        """The whole (rest of the) answer as words: letter runs or text groups, one at least 2 letters."""
+        end = self._position
+        letters: list[str] = []
+        while end < len(self._tokens):
+            token = self._tokens[end]
+            if isinstance(token, tuple) and _WORDS.fullmatch(token[1].strip()):
+                letters.append(token[1])
+            elif isinstance(token, str) and len(token) == 1 and token.isascii() and token.isalpha():
+                letters.append(token)
+            else:
+                break
+            end += 1
+        closing = self._tokens[end:]
+        if not letters or closing not in ([], ["}"], ["$"], ["}", "$"]):
+            return None
+        joined = "".join(character for character in "".join(letters) if character.isalpha()).lower()
+        if len(joined) < 2:
+            return None
+        self._position = end
+        return "text:" + joined
+
+    def _item(self) -> Item:
+        check_deadline(self._deadline)
+        token = self._peek()
+        if isinstance(token, tuple):
+            return self._text_item()
+        choice = self._choice()
+        if choice is not None:
+            return choice
+        if token in _MATRIX_BEGIN:
+            return self._matrix()
+        if token in ("(", "[", "\\left"):
+            start, depth = self._position, self._depth
+            bracket = self._bracket()
+            if bracket is not None:
+                return bracket
+            self._position, self._depth = start, depth
+        if isinstance(token, str) and token[0].isdigit() and self._peek(1) == "_":
+            return self._base_numeral()
+        return self._scalar_item()
+
+    def _text_item(self) -> Item:
+        content = self._take()[1].strip()
+        if _WORDS.fullmatch(content):
+            letters = "".join(character for character in content if character.isalpha())
+            if len(letters) == 1 and letters.isupper():
+                return Item("choice", "choice:" + letters)
+            return Item("text", "text:" + letters.lower())
+        if self._nested:
+            raise Unparseable
+        # A text group holding mathematics ("\\text{(B)}", "\\text{5}"): parse its content once.
+        kind, answer_class = parse_answer(content, self._deadline, nested=True)
+        return Item(kind, answer_class)
+
+    def _choice(self) -> Item | None:
+        """A multiple-choice letter: "B" or "(B)" alone as an item."""
+        token = self._peek()
+        enders = (None, ",", "}", "$", "\\}")
+        if isinstance(token, str) and len(token) == 1 and "A" <= token <= "Z" and self._peek(1) in enders:
+            self._position += 1
+            return Item("choice", "choice:" + token)
+        letter = self._peek(1)
+        if (
+            token == "("
+            and isinstance(letter, str)
+            and len(letter) == 1
+            and "A" <= letter <= "Z"
+            and self._peek(2) == ")"
+            and self._peek(3) in enders
+        ):
+            self._position += 3
+            return Item("choice", "choice:" + letter)
+        return None
+
+    def _matrix(self) -> Item:
+        begin = self._take()
+        rows: list[list[str]] = [[]]
+        count = 0
+        while True:
+            rows[-1].append(canonical_scalar(self._expr().value, self._deadline))
+            count += 1
+            if count > MAX_ITEMS:
+                raise Unparseable
+            if self._accept("&"):
+                continue
+            if self._accept("\\\\"):
+                if self._peek() in _MATRIX_END:
+                    break
+                rows.append([])
+                continue
+            break
+        self._expect(begin.replace("begin", "end"))
+        if len({len(row) for row in rows}) != 1:
+            raise Unparseable
+        return Item("matrix", "matrix[" + ", ".join("[" + ", ".join(row) + "]" for row in rows) + "]")
+
+    def _base_numeral(self) -> Item:
+        digits = self._take()
+        self._expect("_")
+        braced = self._accept("{")
+        base_token = self._take()
+        if braced:
+            self._expect("}")
+        if not (isinstance(base_token, str) and _is_digits(base_token) and _is_digits(digits)):
+            raise Unparseable
+        base = int(base_token)
+        if not 2 <= base <= 36 or any(int(digit) >= base for digit in digits):
+            raise Unparseable
+        return Item("base", f"{digits.lstrip('0') or '0'}_{base}")
+
+    def _open(self) -> tuple[str, bool] | None:
+        had_left = self._accept("\\left")
+        token = self._peek()
+        if token not in ("(", "["):
+            return None
+        self._position += 1
+        return token, had_left
+
+    def _close(self, had_left: bool) -> str | None:
+        if had_left and not self._accept("\\right"):
+            return None
+        token = self._peek()
+        if token not in (")", "]"):
+            return None
+        self._position += 1
+        return token
+
+    def _bracket(self) -> Item | None:
+        """An interval, a union of intervals or a tuple; None when the text is not one (then re-read as a scalar)."""
+        parts = [self._one_bracket()]
+        if parts[0] is None:
+            return None
+        while self._accept("\\cup"):
+            part = self._one_bracket()
+            if part is None or len(part[1]) != 2:
+                raise Unparseable
+            parts.append(part)
+            if len(parts) > MAX_ITEMS:
+                raise Unparseable
+        if self._peek() not in (None, ",", "}", "$", "\\}", "\\right"):
+            return None
+        if len(parts) == 1:
+            (opener, closer), nodes = parts[0]
+            infinite = any(node.value.has(sympy.oo, -sympy.oo) for node in nodes)
+            if opener == "(" and closer == ")" and not infinite:
+                classes = [canonical_scalar(node.value, self._deadline) for node in nodes]
+                return Item("tuple", "(" + ", ".join(classes) + ")")
+            if len(nodes) != 2:
+                raise Unparseable
+        return _interval_union(parts, self._deadline)
+
+    def _one_bracket(self):
+        opened = self._open()
+        if opened is None:
+            return None
+        opener, had_left = opened
+        self._enter()
+        self._allow_infinity = True
+        try:
+            nodes = [self._expr()]
+            if not self._accept(","):
+                return None
+            nodes.append(self._expr())
+            while self._accept(","):
+                nodes.append(self._expr())
+                if len(nodes) > MAX_ITEMS:
+                    raise Unparseable
+        finally:
+            self._allow_infinity = False
+        closer = self._close(had_left)
+        if closer is None:
+            return None
+        self._depth -= 1
+        return (opener, closer), nodes
+
+    def _scalar_item(self) -> Item:
+        self._accept("\\$")  # a currency sign [choice: dropped]
+        values = self._plus_minus()
+        if self._accept("="):
+            right = self._plus_minus()
+            item = _equation(values, right, self._deadline)
+        elif len(values) == 2:
+            item = _plus_minus_item(values, self._deadline)
+        else:
+            answer_class = canonical_scalar(values[0], self._deadline)
+            item = Item(_scalar_kind(values[0], answer_class), answer_class, value=values[0])
+        if self._peek() in _PERCENT_SIGNS:
+            self._take()  # [choice] a percent sign is dropped ("25\\%" is 25)
+        elif isinstance(self._peek(), tuple):
+            self._take()  # a unit in a text group ("5\\text{ cm}") [choice: dropped]
+        return item
+
+    def _plus_minus(self) -> list[sympy.Expr]:
+        if self._accept("\\pm"):
+            value = self._expr().value
+            return [value, -value]
+        value = self._expr().value
+        if self._accept("\\pm"):
+            other = self._expr().value
+            return [value + other, value - other]
+        return [value]
+
+    # -- scalar expressions (the original grammar, with letters) -----------------
+
+    def _expr(self) -> Node:
+        node = self._term()
+        while self._peek() in ("+", "-"):
+            negate = self._take() == "-"
+            operand = self._term()
+            node = scalar.add(node, operand._replace(value=-operand.value) if negate else operand)
+        return node
+
+    def _term(self) -> Node:
+        node = self._signed()
+        while self._peek() in _PRODUCT_OPERATORS:
+            operator = self._take()
+            operand = self._signed()
+            node = scalar.divide(node, operand) if operator == "/" else scalar.multiply(node, operand)
+        return node
+
+    def _signed(self) -> Node:
+        negative = False
+        while self._peek() in ("+", "-"):
+            negative ^= self._take() == "-"
+        node = self._product()
+        return node._replace(value=-node.value) if negative else node
+
+    def _implicit_factor_follows(self) -> bool:
+        token = self._peek()
+        if token in ("\\sqrt", "\\pi", "("):
+            return True
+        if token == "\\left":
+            return self._peek(1) == "("
+        return isinstance(token, str) and len(token) == 1 and token.isascii() and token.isalpha()
+
+    def _product(self) -> Node:
+        node = self._power()
+        while self._implicit_factor_follows():
+            node = scalar.multiply(node, self._power())
+        return node
+
+    def _power(self) -> Node:
+        base = self._primary()
+        if self._peek() in ("^", "**"):
+            self._take()
+            return scalar.power(base, self._exponent())
+        return base
+
+    def _exponent(self) -> int:
+        closing = {"{": "}", "(": ")"}.get(self._peek() or "") if isinstance(self._peek(), str) else None
+        if closing is not None:
+            self._take()
+        exponent = self._integer(allow_sign=True)
+        if closing is not None:
+            self._expect(closing)
+        return exponent
+
+    def _integer(self, allow_sign: bool) -> int:
+        negative = False
+        while allow_sign and self._peek() in ("+", "-"):
+            negative ^= self._take() == "-"
+        token = self._take()
+        if not isinstance(token, str) or not _is_digits(token):
+            raise Unparseable
+        return -int(token) if negative else int(token)
+
+    def _group(self, closing: tuple[str, ...]) -> Node:
+        self._enter()
+        node = self._expr()
+        for token in closing:
+            self._expect(token)
+        self._depth -= 1
+        return node
+
+    def _primary(self) -> Node:
+        check_deadline(self._deadline)
+        token = self._take()
+        if not isinstance(token, str):
+            raise Unparseable
+        if token == "(":
+            return self._group((")",))
+        if token == "\\left":
+            self._expect("(")
+            return self._group(("\\right", ")"))
+        if token in _FRACTION_COMMANDS:
+            self._expect("{")
+            numerator = self._group(("}",))
+            self._expect("{")
+            return scalar.divide(numerator, self._group(("}",)))
+        if token == "\\sqrt":
+            index = 2
+            if self._accept("["):
+                index = self._integer(allow_sign=False)
+                self._expect("]")
+                if not 2 <= index <= MAX_ROOT_INDEX:
+                    raise Unparseable
+            self._expect("{")
+            radicand = self._group(("}",))
+            if radicand.value.has(sympy.I):
+                raise Unparseable  # [choice] roots of complex numbers are not graded
+            return scalar.root(radicand, index)
+        if token == "\\pi":
+            return Node(sympy.pi)
+        if token == "\\infty" and self._allow_infinity:
+            return Node(sympy.oo)
+        if token[0] in "0123456789.":
+            # Fraction("17.5") is exact (stdlib parsing of a token the number regex matched).
+            value = Fraction(token.removesuffix("."))
+            return Node(sympy.Rational(value.numerator, value.denominator))
+        if len(token) == 1 and token.isascii() and token.isalpha():
+            if token == "i":
+                return Node(sympy.I)  # [choice] i is the imaginary unit
+            if (
+                self._peek() == "("
+                and self._tokens[self._position - 2 : self._position - 1]
+                and _is_letter(self._tokens[self._position - 2])
+            ):
+                raise Unparseable  # a letter run before "(" reads as a function call ("sqrt(4)", "f(x)")
+            return Node(sympy.Symbol(token))
+        raise Unparseable
+
+
+def _scalar_kind(value: sympy.Expr, answer_class: str) -> str:
+    """ "number" (a real number), "complex" or "expression" (has a variable)."""
+    if value.free_symbols:
+        return "expression"
+    return "complex" if "I" in answer_class else "number"
+
+
+def _is_digits(token: str) -> bool:
+    return bool(token) and all("0" <= character <= "9" for character in token)
+
+
+def _plus_minus_item(values: list[sympy.Expr], deadline: float) -> Item:
+    classes = sorted({canonical_scalar(value, deadline) for value in values})
+    return Item("pm", "{" + ", ".join(classes) + "}", nodes=classes)
+
+
+def _is_letter(token) -> bool:
+    return isinstance(token, str) and len(token) == 1 and token.isascii() and token.isalpha()
+
+
+def _set_class(items: list[Item]) -> str:
+    """An unordered list: the sorted distinct classes of its items, in braces.
+
+    A list of "v = e" items for one letter v is the list of the e ("x = 1, x = 2"
+    is {1, 2}); "v = 1, 2" (the letter named once, first) too.
+    """
+    variables = {item.variable for item in items if item.kind == "assignment"}
+    classes: set[str] = set()
+    if (
+        len(variables) == 1
+        and (items[0].kind == "assignment")
+        and all(item.kind in ("assignment", *_SCALAR_KINDS) for item in items)
+    ):
+        if all(item.kind == "assignment" for item in items) or sum(item.kind == "assignment" for item in items) == 1:
+            for item in items:
+                classes.add(item.value if item.kind == "assignment" else item.answer_class)
+            return "{" + ", ".join(sorted(classes)) + "}"
+    for item in items:
+        if item.kind == "pm":  # "1 \\pm \\sqrt{2}, 3": the two values are members
+            classes.update(item.nodes)
+        else:
+            classes.add(item.answer_class)
+    return "{" + ", ".join(sorted(classes)) + "}"
+
+
+def _equation(left: list[sympy.Expr], right: list[sympy.Expr], deadline: float) -> Item:
+    """A "v = e" assignment (v one letter not in e) or a general equation."""
+    if len(left) != 1:
+        raise Unparseable
+    lhs = left[0]
+    if len(right) == 2 and lhs.is_Symbol and not any(lhs in value.free_symbols for value in right):
+        return _plus_minus_item(right, deadline)  # "x = 1 \\pm \\sqrt{2}": the two values
+    if len(right) == 1 and lhs.is_Symbol and lhs not in right[0].free_symbols:
+        value_class = canonical_scalar(right[0], deadline)
+        value_kind = _scalar_kind(right[0], value_class)
+        return Item("assignment", f"{lhs}={value_class}", value=value_class, variable=str(lhs), nodes=value_kind)
+    if len(right) != 1:
+        raise Unparseable
+    return Item("equation", "eq:" + _normalised_equation(lhs - right[0], deadline))
+
+
+def _normalised_equation(difference: sympy.Expr, deadline: float) -> str:
+    """The numerator of lhs - rhs, expanded and divided by its leading coefficient [choice].
+
+    Scaling by a non-zero constant does not change the solution set, so
+    "2y = 4x + 6" and "y - 2x = 3" share a class; the numerator drops the
+    denominators (an equation with a variable in a denominator may gain the
+    denominator's zeros: documented as a known limit).
+    """
+    check_deadline(deadline)
+    numerator, _ = sympy.fraction(sympy.together(difference))
+    numerator = sympy.expand(numerator)
+    symbols = sorted(numerator.free_symbols, key=lambda symbol: symbol.name)
+    if not symbols or numerator.has(sympy.I):
+        raise Unparseable
+    check_deadline(deadline)
+    leading = sympy.Poly(numerator, *symbols).LC()
+    if leading == 0:
+        raise Unparseable
+    return canonical_scalar(sympy.expand(numerator / leading), deadline)
+
+
+def _interval_union(parts, deadline: float) -> Item:
+    """A union of real intervals, simplified by sympy's set algebra (objects built here, not parsed)."""
+    sets = []
+    for (opener, closer), nodes in parts:
+        if len(nodes) != 2:
+            raise Unparseable
+        ends = []
+        for node in nodes:
+            value = node.value
+            if value.free_symbols or value.has(sympy.I, sympy.zoo, sympy.nan):
+                raise Unparseable
+            if value in (sympy.oo, -sympy.oo):
+                pass
+            elif value.has(sympy.oo, -sympy.oo):
+                raise Unparseable
+            else:
+                value = scalar._canonical_value(value, deadline)
+            ends.append(value)
+        low, high = ends
+        if (
+            (low == sympy.oo or high == -sympy.oo)
+            or (opener == "[" and low == -sympy.oo)
+            or (closer == "]" and high == sympy.oo)
+        ):
+            raise Unparseable
+        check_deadline(deadline)
+        sets.append(sympy.Interval(low, high, opener == "(", closer == ")"))
+    check_deadline(deadline)
+    union = sympy.Union(*sets)
+    if not isinstance(union, (sympy.Interval, sympy.Union)):
+        raise Unparseable  # empty or a single point: not an interval answer
+    if isinstance(union, sympy.Interval) and union.left_open and union.right_open:
+        if union.start.is_finite and union.end.is_finite:  # an open interval (a, b) reads like the pair (a, b)
+            return Item(
+                "tuple", f"({canonical_scalar(union.start, deadline)}, {canonical_scalar(union.end, deadline)})"
+            )
+    return Item("interval", str(union))
+
+
+__all__ = [
+    "MAX_GROUP_DEPTH",
+    "MAX_ITEMS",
+    "MAX_NUMBER_DIGITS",
+    "MAX_RADICALS",
+    "KINDS",
+    "DeadlineExceeded",
+    "Unparseable",
+    "parse_answer",
+    "tokenize",
+]
