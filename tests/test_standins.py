@@ -128,3 +128,86 @@ def test_cat_math_sft_runs_end_to_end_on_stand_ins(tmp_path):
         ["dvc", "status", "pipelines/cat_math_sft/dvc.yaml"], cwd=dest, env=env, capture_output=True, text=True
     )
     assert "up to date" in status.stdout, status.stdout
+
+
+def _run_standin(study: str, dest: Path) -> dict[str, str]:
+    """``scripts/run_standin.py pipelines/<study> DEST`` to its end; the environment it ran in."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "run_standin.py"), f"pipelines/{study}", str(dest)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    status = subprocess.run(
+        ["dvc", "status", f"pipelines/{study}/dvc.yaml"], cwd=dest, env=env, capture_output=True, text=True
+    )
+    assert "up to date" in status.stdout, status.stdout
+    assert not (dest / "data").exists() and not (dest / "models").exists(), "outputs stay in the study's folder"
+    return env
+
+
+def _check_every_variant_was_evaluated(study: Path) -> dict:
+    """Each variant of the merged params has a pool of test_size × M rows and pass@k for k = 1, 2, 4, ..., M."""
+    params = yaml.safe_load((study / "params.yaml").read_text())
+    prompts, samples = params["problem"]["test_size"], params["rollouts"]["samples_per_prompt"]
+    budgets = [2**i for i in range(samples.bit_length()) if 2**i <= samples]
+    for variant in params["study"]["run"]:
+        overall = json.loads((study / "metrics" / f"{variant}.json").read_text())["overall"]
+        assert overall["prompts"] == prompts, variant
+        assert sorted(int(k.split("@")[1]) for k in overall if k.startswith("pass@") and "_" not in k) == budgets
+        assert all(0.0 <= overall[f"pass@{k}"] <= 1.0 for k in budgets), variant
+        assert pq.read_table(study / "pools" / f"{variant}.parquet").num_rows == prompts * samples, variant
+    return params
+
+
+def _weights(folder: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(folder / "model.safetensors")
+
+
+@pytest.mark.slow
+def test_dco_math_runs_end_to_end_on_stand_ins(tmp_path):
+    """pipelines/dco_math: a tiny Llama fully fine-tuned with CE and DCO (refill ε = 0.01), pass@k up to M = 16."""
+    dest = tmp_path / "run"
+    _run_standin("dco_math", dest)
+    study = dest / "pipelines" / "dco_math"
+    params = _check_every_variant_was_evaluated(study)
+    assert params["study"]["run"] == ["warmup", "ce", "dco_16", "dco_256"]
+    warmup = _weights(study / "models" / "warmup")
+    trained = {}
+    for variant in ("ce", "dco_16", "dco_256"):
+        folder = study / "models" / "variants" / variant
+        config = json.loads((folder / "config.json").read_text())
+        assert config["architectures"] == ["LlamaForCausalLM"], variant
+        assert not (folder / "adapter").exists(), "full fine-tuning: no LoRA adapter"
+        trained[variant] = _weights(folder)
+        assert any(not trained[variant][k].equal(warmup[k]) for k in warmup), f"{variant} did not move from warm-up"
+    # DCO's loss (summed log-likelihood, weight F(N, p)) is not CE's token mean: the updates differ
+    assert any(not trained["ce"][k].equal(trained["dco_16"][k]) for k in warmup)
+    report = (study / "reports" / "index.md").read_text()
+    assert "`./standins/models/llama` (float32), CE warm-up 4 steps." in report, "full fine-tuning, no LoRA"
+    assert "| `dco_16` | pass_at_n | budget=16, refill_eps=0.01 |" in report
+    assert "| `dco_256` | pass_at_n | budget=256, refill_eps=0.01 |" in report
+    assert "Not computed: no RL variant in the catalog" in report
+
+
+@pytest.mark.slow
+def test_tang_math_runs_end_to_end_on_stand_ins(tmp_path):
+    """pipelines/tang_math: a tiny Llama, RL with RLOO and Tang et al.'s LOO pass@k / maj@k rules, groups of k = 4."""
+    dest = tmp_path / "run"
+    _run_standin("tang_math", dest)
+    study = dest / "pipelines" / "tang_math"
+    params = _check_every_variant_was_evaluated(study)
+    rl_variants = [v for v in params["study"]["run"] if v != "warmup"]
+    assert rl_variants == ["rloo", "loo_pass_at_k", "loo_pass_at_k_biased", "loo_maj_at_k"]
+    assert params["rl"]["num_generations"] == 4 and params["rl"]["batch_size"] % 4 == 0
+    for variant in rl_variants:
+        config = json.loads((study / "models" / "variants" / variant / "config.json").read_text())
+        assert config["architectures"] == ["LlamaForCausalLM"], variant
+    oracle = json.loads((study / "metrics" / "diagnostics" / "oracle_gradient.json").read_text())
+    assert oracle, "the oracle-gradient cosine was computed for the RL rules"
+    report = (study / "reports" / "index.md").read_text()
+    for variant in rl_variants:
+        assert f"| `{variant}` | rl | " in report, variant
+    assert "Not computed: no RL variant in the catalog" not in report
