@@ -25,7 +25,21 @@ PAIRS = Path(__file__).parent / "data" / "math_answer_pairs.csv"
 COLUMNS = ["gold", "candidate", "equivalent", "kind", "note"]
 
 # (gold, candidate) -> why the grader misses the equality (all are equal answers graded wrong).
-KNOWN_MISSES: dict[tuple[str, str], str] = {}
+KNOWN_MISSES: dict[tuple[str, str], str] = {
+    ("25\\%", "0.25"): "a percent sign is dropped (25% is read as 25, as MATH golds mean), so 0.25 differs",
+    ("25\\%", "\\frac{1}{4}"): "a percent sign is dropped, so 1/4 differs from 25",
+    ("\\frac{1}{2}", "50\\%"): "a percent sign is dropped: 50% is read as 50",
+    ("y = 2x+3", "y - 2x = 3"): "a lone 'v = e' is e's class; other equations are 'eq:' classes",
+    ("y = 2x+3", "2x - y + 3 = 0"): "a lone 'v = e' is e's class; other equations are 'eq:' classes",
+    ("1+\\sqrt{2}", "\\sqrt{3+2\\sqrt{2}}"): "nested radicals are not denested",
+    ("\\frac{5}{2}", "2\\frac{1}{2}"): "a mixed number is refused (ambiguous with the product 2*(1/2))",
+    ("30^\\circ", "\\frac{\\pi}{6}"): "a degree sign is dropped: 30 degrees is read as 30, not pi/6",
+    ("5", "\\text{five}"): "number words are text",
+    ("[2,5)", "x \\in [2,5)"): "membership and set-builder forms are not in the grammar",
+    ("(-\\infty, 3]", "x \\le 3"): "inequalities are not in the grammar",
+    ("\\frac{1}{2}+\\frac{\\sqrt{3}}{2}i", "e^{i\\pi/3}"): "exp and e are not in the grammar",
+    ("\\frac{\\sqrt{3}}{2}", "\\cos 30^\\circ"): "trigonometric functions are not in the grammar",
+}
 
 
 def _rows() -> list[dict[str, str]]:
