@@ -28,6 +28,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from aligntrain import verify
+from aligntrain.grading import parser as grading_parser
 from aligntrain.grading import scalar
 from aligntrain.verify import (
     ANSWER_MARKER,
@@ -883,3 +885,225 @@ def test_grade_returns_a_frozen_verdict():
     )
     with pytest.raises(dataclasses.FrozenInstanceError):
         verdict.correct = False  # type: ignore[misc]
+
+
+# ---------------------------------------------------------------------------
+# MATH answer kinds (scope="math"; docs/grading.md)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("(-\\infty, 3]", "Interval(-oo, 3)"),
+        ("[2,5)", "Interval.Ropen(2, 5)"),
+        ("[2,3] \\cup (3,5)", "Interval.Ropen(2, 5)"),  # sympy's set algebra merges the union
+        ("(-\\infty,-2) \\cup (2,\\infty)", "Union(Interval.open(-oo, -2), Interval.open(2, oo))"),
+        ("(1, -2)", "(1, -2)"),
+        ("\\left( 3, \\frac{\\pi}{2} \\right)", "(3, pi/2)"),
+        ("(1,3) \\cup (2,4)", "(1, 4)"),  # an open interval with finite ends reads like the pair
+        ("\\{1, 2\\}", "{1, 2}"),
+        ("2, 1", "{1, 2}"),
+        ("x = 1, 2", "{1, 2}"),
+        ("1 \\pm \\sqrt{2}", "{1 + sqrt(2), 1 - sqrt(2)}"),  # sorted as strings
+        ("x=6, y=5", "{x=6, y=5}"),
+        ("x^2+2x+1", "x**2 + 2*x + 1"),
+        ("(x+1)^2", "x**2 + 2*x + 1"),
+        ("\\frac{x^2-1}{x-1}", "x + 1"),
+        ("\\frac{1}{x}+\\frac{1}{y}", "(x + y)/(x*y)"),
+        ("y = 2x+3", "2*x + 3"),
+        ("x=5", "5"),
+        ("2x - 3y + 6 = 0", "eq:x - 3*y/2 + 3"),
+        ("\\text{(B)}", "choice:B"),
+        ("B", "choice:B"),
+        ("\\textbf{(B)}", "choice:B"),
+        ("\\text{Monday}", "text:monday"),
+        ("no solution", "text:nosolution"),
+        ("5\\text{ cm}", "5"),
+        ("5 \\mbox{ inches}", "5"),
+        ("5 inches", "5"),
+        ("30^\\circ", "30"),
+        ("30^{\\circ}", "30"),
+        ("25\\%", "25"),
+        ("1{,}000", "1000"),
+        ("1\\,000", "1000"),
+        ("\\$18.90", "189/10"),
+        ("\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", "matrix[[1], [2]]"),
+        ("\\begin{bmatrix} 1 & \\frac{1}{2} \\\\ 0 & \\sqrt{2} \\end{bmatrix}", "matrix[[1, 1/2], [0, sqrt(2)]]"),
+        ("3+4i", "3 + 4*I"),
+        ("\\frac{1}{1+i}", "1/2 - I/2"),
+        ("(1+i)(1-i)", "2"),  # a complex expression with a real value is the real class
+        ("1011_2", "1011_2"),
+        ("123_{8}", "123_8"),
+        ("\\sqrt[3]{-8}", "-2"),
+        ("\\left( \\frac{1}{2} \\right)", "1/2"),
+        ("-\\!\\frac{2}{3}", "-2/3"),
+    ],
+)
+def test_math_kinds_have_hand_computed_classes(text, expected):
+    assert canonical_answer(text, scope="math") == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "(1, 2)",
+        "[2,5)",
+        "x",
+        "x^2+1",
+        "3+4i",
+        "\\text{Monday}",
+        "B",
+        "1, 2",
+        "1011_2",
+        "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}",
+        "2x+y=1",
+    ],
+)
+def test_number_scope_keeps_the_original_kind_only(text):
+    """The default scope gives a class to real numbers only (arith, GSM8K keep their grading)."""
+    assert canonical_answer(text) is None
+    assert canonical_answer(text, scope="math") is not None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "1,00",  # a broken digit grouping is not a list
+        "0,001",
+        "1, 000",
+        "2^x",  # exponents stay integer literals
+        "x^{9}",
+        "sqrt(4)",  # a letter run before "(" reads as a call
+        "\\sin x",
+        "e^{i\\pi}",
+        "\\sqrt{-4}",  # not real, even with i available
+        "\\sqrt{i}",
+        "(1, \\infty, 2)",
+        "[1, 2, 3]",
+        "[2, 1)",  # empty
+        "[1, 1]",  # a point: not an interval
+        "(-\\infty, \\infty] ",
+        "[-\\infty, 1)",
+        "\\infty",
+        "1 = 1",  # no variable: not an equation
+        "x = 1 = 2",
+        "\\begin{pmatrix} 1 & 2 \\\\ 3 \\end{pmatrix}",  # ragged
+        "\\begin{pmatrix} 1 \\end{bmatrix}",
+        "12_2",  # digit 2 in base 2
+        "12_1",
+        "12_{37}",
+        "\\text{Monday",
+        "\\text{a\\b}",
+        "\\{1, 2",
+        "1 \\cup 2",
+        "\\text{" + "a" * 41 + "}",
+        ", ".join(["1"] * 17),  # over MAX_ITEMS
+        " \\cup ".join(["(0,1)"] * 5),  # over MAX_INTERVALS
+        "1/(x-x)",
+        "\\frac{1}{i-i}",
+    ],
+)
+def test_malformed_math_answers_have_no_class(text):
+    assert canonical_answer(text, scope="math") is None
+
+
+def test_math_bounds_are_exact():
+    assert canonical_answer(", ".join(str(k) for k in range(verify.MAX_ITEMS)), scope="math") is not None
+    assert canonical_answer(", ".join(str(k) for k in range(verify.MAX_ITEMS + 1)), scope="math") is None
+    union = " \\cup ".join(f"({2 * k},{2 * k + 1})" for k in range(grading_parser.MAX_INTERVALS))
+    assert canonical_answer(union, scope="math").startswith("Union(")
+    assert canonical_answer(union + " \\cup (100, 101)", scope="math") is None
+    assert canonical_answer("\\text{" + "a" * grading_parser.MAX_TEXT_TOKEN + "}", scope="math") == (
+        "text:" + "a" * grading_parser.MAX_TEXT_TOKEN
+    )
+    assert canonical_answer(f"x^{{{MAX_EXPONENT}}}", scope="math") == f"x**{MAX_EXPONENT}"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        " \\cup ".join(f"[{k}\\pi-\\sqrt{{{k + 1}}},{k}\\pi+1)" for k in (4, 3, 2, 1)),
+        " \\cup ".join(f"({k}\\pi,{k}\\pi+1)" for k in range(4)),
+        "(x+y+z+\\sqrt{2})^4 = (a+b+c+\\sqrt{3})^3",
+        "\\frac{(x+\\sqrt{2})^4}{(x+\\sqrt{3})^4}",
+        "\\frac{1}{(\\pi+i)^8}",
+        "(\\sqrt{2}+\\sqrt{3}+\\sqrt{5}+i)^5",
+        "\\frac{x^8y^8}{(x+y)^8} = \\frac{z^8}{(z+w)^8}",
+        "\\frac{1}{x+1}+\\frac{1}{x+2}+\\frac{1}{x+3}+\\frac{1}{x+4}+\\frac{1}{x+5}",
+    ],
+)
+def test_slowest_math_inputs_stay_well_under_the_deadline(text):
+    start = time.perf_counter()
+    canonical_answer(text, timeout_s=58.5, scope="math")  # a cache key no other test uses
+    assert time.perf_counter() - start < 0.4
+
+
+_MATH_PIECES = [
+    *_LATEX_PIECES,
+    *"=&_,xyzabiB",
+    "\\infty",
+    "\\cup",
+    "\\{",
+    "\\}",
+    "\\left[",
+    "\\right]",
+    "\\pm",
+    "\\text{ cm}",
+    "\\text{(B)}",
+    "\\text{Monday}",
+    "\\begin{pmatrix}",
+    "\\end{pmatrix}",
+    "\\\\",
+    "^\\circ",
+    "\\$",
+    "\\,",
+    "\\!",
+    "(1,2)",
+    "[1,2)",
+    "x=",
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_MATH_PIECES), max_size=30).map("".join))
+def test_arbitrary_math_token_strings_never_raise(text):
+    start = time.perf_counter()
+    answer_class = canonical_answer(text, scope="math")
+    assert answer_class is None or isinstance(answer_class, str)
+    assert time.perf_counter() - start < 0.5
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_arbitrary_text_never_raises_in_math_scope(text):
+    answer_class = canonical_answer(text, scope="math")
+    assert answer_class is None or isinstance(answer_class, str)
+
+
+def test_scope_is_checked_and_named():
+    with pytest.raises(ValueError, match="scope"):
+        canonical_answer("1", scope="latex")
+    with pytest.raises(ValueError, match="gold"):
+        grade("#### (1, 2)", "(1, 2)")  # not a number: the default scope cannot grade it
+    assert grade("#### (1,2)", "(1, 2)", scope="math").correct
+    assert is_correct("#### \\text{(C)}", "C", scope="math")
+    assert not is_correct("#### 1, 2", "(1, 2)", scope="math")
+
+
+def test_math_classes_do_not_depend_on_the_process():
+    texts = [
+        "(2,\\infty) \\cup (-\\infty,-2) \\cup [0,1]",
+        "[3\\pi-2, 4\\pi+1) \\cup [\\pi - \\sqrt{2}, \\pi+1)",
+        "\\frac{1}{x+y}+z",
+        "c, b, a, \\sqrt{2}, \\pi",
+        "x+y=1",
+    ]
+    script = (
+        "import sys\nfrom aligntrain.verify import canonical_answer as c\n"
+        "print([c(t, scope='math') for t in sys.argv[1:]])"
+    )
+    environment = {**os.environ, "PYTHONHASHSEED": "54321"}
+    result = subprocess.run(
+        [sys.executable, "-c", script, *texts], capture_output=True, text=True, env=environment, check=True, timeout=60
+    )
+    assert ast.literal_eval(result.stdout) == [canonical_answer(text, scope="math") for text in texts]

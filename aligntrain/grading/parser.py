@@ -37,6 +37,9 @@ MAX_RADICALS = 4
 MAX_ITEMS = 16
 """Most items in one tuple, list, set, union or matrix (all of them together)."""
 
+MAX_INTERVALS = 4
+"""Most intervals in one union (sympy's set simplification compares every pair of ends)."""
+
 MAX_TEXT_TOKEN = 40
 """Longest content of one ``\\text{...}`` (or ``\\mbox``, ``\\mathrm``...) group."""
 
@@ -434,7 +437,7 @@ class _Parser:
             if part is None or len(part[1]) != 2:
                 raise Unparseable
             parts.append(part)
-            if len(parts) > MAX_ITEMS:
+            if len(parts) > MAX_INTERVALS:
                 raise Unparseable
         if self._peek() not in (None, ",", "}", "$", "\\}", "\\right"):
             return None
@@ -742,6 +745,7 @@ def _interval_union(parts, deadline: float) -> Item:
 
 __all__ = [
     "MAX_GROUP_DEPTH",
+    "MAX_INTERVALS",
     "MAX_ITEMS",
     "MAX_NUMBER_DIGITS",
     "MAX_RADICALS",
