@@ -206,7 +206,9 @@ def test_tang_math_runs_end_to_end_on_stand_ins(tmp_path):
         config = json.loads((study / "models" / "variants" / variant / "config.json").read_text())
         assert config["architectures"] == ["LlamaForCausalLM"], variant
     oracle = json.loads((study / "metrics" / "diagnostics" / "oracle_gradient.json").read_text())
-    assert oracle, "the oracle-gradient cosine was computed for the RL rules"
+    assert (oracle["model"], oracle["budget"], oracle["pool"]) == ("warmup", 4, 16), "pass@4 / maj@4 oracle"
+    catalog_rl = [name for name, v in params["variants"].items() if v["objective"] == "rl"]
+    assert sorted(oracle["pass"]) == sorted(catalog_rl) and sorted(oracle["pass"]["rloo"]) == ["n4", "n8"]
     report = (study / "reports" / "index.md").read_text()
     for variant in rl_variants:
         assert f"| `{variant}` | rl | " in report, variant
