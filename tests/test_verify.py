@@ -1001,6 +1001,9 @@ def test_number_scope_keeps_the_original_kind_only(text):
         " \\cup ".join(["(0,1)"] * 5),  # over MAX_INTERVALS
         "1/(x-x)",
         "\\frac{1}{i-i}",
+        "\\frac{x^8y^8}{(x+y)^8} = \\frac{z^8}{(z+w)^8}",  # lhs - rhs over the term bound
+        "5\\text{ is not right}",  # a text group after a value is a unit only when it reads like one
+        "5\\text{ or }6",
     ],
 )
 def test_malformed_math_answers_have_no_class(text):
@@ -1028,7 +1031,8 @@ def test_math_bounds_are_exact():
         "\\frac{(x+\\sqrt{2})^4}{(x+\\sqrt{3})^4}",
         "\\frac{1}{(\\pi+i)^8}",
         "(\\sqrt{2}+\\sqrt{3}+\\sqrt{5}+i)^5",
-        "\\frac{x^8y^8}{(x+y)^8} = \\frac{z^8}{(z+w)^8}",
+        "\\frac{x^4y^4}{(x+y)^4} = \\frac{z^4}{(z+w)^4}",
+        "\\frac{(x+y+z)^3}{(a+b)^2} = \\frac{(c+d)^3}{(f+g)^2}",
         "\\frac{1}{x+1}+\\frac{1}{x+2}+\\frac{1}{x+3}+\\frac{1}{x+4}+\\frac{1}{x+5}",
     ],
 )

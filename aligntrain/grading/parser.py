@@ -87,6 +87,9 @@ KINDS = (
 """The answer kinds (docs/grading.md); "number" is a real number, the original grader's only kind."""
 _SCALAR_KINDS = ("number", "complex", "expression")
 _PERCENT_SIGNS = frozenset({"%", "\\%"})
+MAX_UNIT_WORDS = 3
+"""Most words in a text group read as a unit after a value ("5\\text{ square units}")."""
+_NOT_UNIT_WORDS = frozenset({"not", "no", "never", "or", "and", "nor", "except", "none", "plus", "minus", "times"})
 _TEXT = "\\text"  # the token kind of a text group: ("\\text", content)
 # Trailing unit words (after whitespace, at the end of an item) that are dropped [choice].
 _UNIT_WORDS = re.compile(
@@ -477,10 +480,11 @@ class _Parser:
 
     def _scalar_item(self) -> Item:
         self._accept("\\$")  # a currency sign [choice: dropped]
-        values = self._plus_minus()
+        nodes = self._plus_minus()
+        values = [node.value for node in nodes]
         if self._accept("="):
             right = self._plus_minus()
-            item = _equation(values, right, self._deadline)
+            item = _equation(nodes, right, self._deadline)
         elif len(values) == 2:
             item = _plus_minus_item(values, self._deadline)
         else:
@@ -488,19 +492,20 @@ class _Parser:
             item = Item(_scalar_kind(values[0], answer_class), answer_class, value=values[0])
         if self._peek() in _PERCENT_SIGNS:
             self._take()  # [choice] a percent sign is dropped ("25\\%" is 25)
-        elif isinstance(self._peek(), tuple):
+        elif isinstance(self._peek(), tuple) and _is_unit(self._peek()[1]):
             self._take()  # a unit in a text group ("5\\text{ cm}") [choice: dropped]
         return item
 
-    def _plus_minus(self) -> list[sympy.Expr]:
+    def _plus_minus(self) -> list[Node]:
+        """One value, or the two values of "a \\pm b" / "\\pm b" (sums through ``scalar.add``: bounded)."""
         if self._accept("\\pm"):
-            value = self._expr().value
-            return [value, -value]
-        value = self._expr().value
+            node = self._expr()
+            return [node, _negated(node)]
+        node = self._expr()
         if self._accept("\\pm"):
-            other = self._expr().value
-            return [value + other, value - other]
-        return [value]
+            other = self._expr()
+            return [scalar.add(node, other), scalar.add(node, _negated(other))]
+        return [node]
 
     # -- scalar expressions (the original grammar, with letters) -----------------
 
@@ -629,6 +634,20 @@ def _scalar_kind(value: sympy.Expr, answer_class: str) -> str:
     return "complex" if "I" in answer_class else "number"
 
 
+def _is_unit(content: str) -> bool:
+    """A text group after a value is a unit [choice] when it is 1-3 words with no word that changes the value.
+
+    "5\\text{ cm}", "18\\text{ square units}" are units; "5\\text{ or }" (then
+    more), "5\\text{ is not right}" are not, so the answer has no class.
+    """
+    words = content.replace(".", " ").split()
+    return (
+        1 <= len(words) <= MAX_UNIT_WORDS
+        and all(word.isascii() and word.isalpha() for word in words)
+        and not {word.lower() for word in words} & _NOT_UNIT_WORDS
+    )
+
+
 def _is_digits(token: str) -> bool:
     return bool(token) and all("0" <= character <= "9" for character in token)
 
@@ -667,11 +686,12 @@ def _set_class(items: list[Item]) -> str:
     return "{" + ", ".join(sorted(classes)) + "}"
 
 
-def _equation(left: list[sympy.Expr], right: list[sympy.Expr], deadline: float) -> Item:
+def _equation(left_nodes: list[Node], right_nodes: list[Node], deadline: float) -> Item:
     """A "v = e" assignment (v one letter not in e) or a general equation."""
-    if len(left) != 1:
+    if len(left_nodes) != 1:
         raise Unparseable
-    lhs = left[0]
+    lhs = left_nodes[0].value
+    right = [node.value for node in right_nodes]
     if len(right) == 2 and lhs.is_Symbol and not any(lhs in value.free_symbols for value in right):
         return _plus_minus_item(right, deadline)  # "x = 1 \\pm \\sqrt{2}": the two values
     if len(right) == 1 and lhs.is_Symbol and lhs not in right[0].free_symbols:
@@ -680,7 +700,12 @@ def _equation(left: list[sympy.Expr], right: list[sympy.Expr], deadline: float) 
         return Item("assignment", f"{lhs}={value_class}", value=value_class, variable=str(lhs), nodes=value_kind)
     if len(right) != 1:
         raise Unparseable
-    return Item("equation", "eq:" + _normalised_equation(lhs - right[0], deadline))
+    difference = scalar.add(left_nodes[0], _negated(right_nodes[0]))  # the term bounds hold for lhs - rhs
+    return Item("equation", "eq:" + _normalised_equation(difference.value, deadline))
+
+
+def _negated(node: Node) -> Node:
+    return node._replace(value=-node.value)
 
 
 def _normalised_equation(difference: sympy.Expr, deadline: float) -> str:
