@@ -75,22 +75,22 @@ class ProblemConfig(_Section):
     @field_validator("name")
     @classmethod
     def _known_problem(cls, name: str) -> str:
-        from aligntrain.problems import get_problem
+        from aligntrain.problems import PROBLEMS
 
-        get_problem(name)  # ValueError listing the known problems
+        PROBLEMS.get(name)  # ValueError listing the known problems
         return name
 
     @field_validator("levels")
     @classmethod
     def _problem_has_levels(cls, levels: list[int], info: ValidationInfo) -> list[int]:
         # The problem's own list, so that prepare's generate_splits cannot fail on it later.
-        from aligntrain.problems import get_problem
+        from aligntrain.problems import PROBLEMS
 
         if len(set(levels)) != len(levels):
             raise ValueError(f"levels must not repeat, got {levels}")
         name = info.data.get("name")  # absent when name itself failed validation
         if name is not None:
-            allowed = get_problem(name).levels
+            allowed = PROBLEMS.get(name).levels
             unknown = [level for level in levels if level not in allowed]
             if unknown:
                 raise ValueError(f"problem {name!r} has levels {list(allowed)}, got {unknown}")
@@ -511,7 +511,7 @@ class Params(_Section):
     @model_validator(mode="after")
     def _rl_variants_fit(self) -> Params:
         """Each RL variant's rule fits the group size and the problem's rewards."""
-        from aligntrain.problems import get_problem
+        from aligntrain.problems import PROBLEMS
 
         for name, variant in self.variants.items():
             if variant.options.kind != "rl":
@@ -526,7 +526,7 @@ class Params(_Section):
                     f"({self.rl.num_generations}): each step holds whole groups"
                 )
             try:
-                self.rl_config(name).rule.check_fits(binary_rewards=get_problem(self.problem.name).binary_rewards)
+                self.rl_config(name).rule.check_fits(binary_rewards=PROBLEMS.get(self.problem.name).binary_rewards)
             except (ValueError, ValidationError) as err:
                 raise ValueError(f"variants.{name}: {_one_line(err)}") from None
         return self

@@ -19,6 +19,13 @@ What is written (:func:`write_standins`), under one folder:
   (``problem``, ``solution``, ``answer``, ``subject``, ``level`` int, ``unique_id``). The
   questions are arithmetic chains (the ``arith`` problem's generator), so the stand-in
   study has something learnable; only the schema is MATH's.
+* ``models/reward``: a freshly initialised Llama sequence classifier (one score), standing in
+  for Skywork-Reward-V2-Llama-3.1-8B, with the same tokenizer and chat template.
+* ``data/ultrafeedback/{train,test}_prefs.parquet`` in the schema of
+  ``HuggingFaceH4/ultrafeedback_binarized`` (``prompt``, ``prompt_id``, ``chosen`` and
+  ``rejected`` as ``[{role, content}]`` conversations, ``score_chosen``, ``score_rejected``)
+  and ``data/hh-rlhf/helpful-base/{train,test}.jsonl.gz`` in the schema of ``Anthropic/hh-rlhf``
+  (``chosen``, ``rejected`` as "\n\nHuman: ...\n\nAssistant: ..." text), from the same questions.
 
 The tokenizer's alphabet is every character of the stand-in data and the chat
 markers, so no stand-in text meets ``<unk>``.
@@ -27,6 +34,7 @@ markers, so no stand-in text meets ``<unk>``.
 from __future__ import annotations
 
 import copy
+import gzip
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -108,6 +116,57 @@ def math500_records(rows: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return records
 
 
+def ultrafeedback_records(rows: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``arith`` rows as ``HuggingFaceH4/ultrafeedback_binarized`` records: the gold reply chosen, a wrong one not."""
+    records = []
+    for index, row in enumerate(rows):
+        prompt, reply = row["prompt"], row["completion"].strip()
+        wrong = reply.rsplit(" ", 1)[0] + " 0"
+        records.append(
+            {
+                "prompt": prompt,
+                "prompt_id": f"{index:064x}",
+                "chosen": [{"content": prompt, "role": "user"}, {"content": reply, "role": "assistant"}],
+                "rejected": [{"content": prompt, "role": "user"}, {"content": wrong, "role": "assistant"}],
+                "messages": [{"content": prompt, "role": "user"}, {"content": reply, "role": "assistant"}],
+                "score_chosen": 8.0,
+                "score_rejected": 2.0,
+            }
+        )
+    return records
+
+
+def hh_rlhf_records(rows: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``arith`` rows as records of ``Anthropic/hh-rlhf`` (two dialogues as text per record)."""
+    return [
+        {
+            "chosen": f"\n\nHuman: {r['prompt']}\n\nAssistant: {r['completion'].strip()}",
+            "rejected": f"\n\nHuman: {r['prompt']}\n\nAssistant: 0",
+        }
+        for r in rows
+    ]
+
+
+def tiny_reward_model(tokenizer, *, hidden_size: int = 32, num_layers: int = 2, max_length: int = 512):
+    """A freshly initialised Llama sequence classifier with one score over ``tokenizer``'s vocabulary."""
+    import torch
+    import transformers
+
+    config = transformers.LlamaConfig(
+        vocab_size=len(tokenizer),
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        hidden_size=hidden_size,
+        num_hidden_layers=num_layers,
+        max_position_embeddings=max_length,
+        num_labels=1,
+        **FAMILIES["llama"][2],
+    )
+    torch.manual_seed(1)
+    return transformers.LlamaForSequenceClassification(config)
+
+
 def tiny_causal_lm(family: str, tokenizer, *, hidden_size: int = 32, num_layers: int = 2, max_length: int = 512):
     """A freshly initialised causal LM of ``family`` (:data:`FAMILIES`) over ``tokenizer``'s vocabulary."""
     import torch
@@ -150,6 +209,14 @@ def write_standins(folder: str | Path, *, train_size: int = 256, test_size: int 
     paths["math_train"].parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_pylist(train), paths["math_train"])
     write_text(paths["math500_test"], "".join(json.dumps(record) + "\n" for record in test))
+    for split, split_rows in (("train", splits["train"]), ("test", splits["test"])):
+        paths[f"ultrafeedback_{split}"] = folder / "data" / "ultrafeedback" / f"{split}_prefs.parquet"
+        paths[f"ultrafeedback_{split}"].parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.Table.from_pylist(ultrafeedback_records(split_rows)), paths[f"ultrafeedback_{split}"])
+        paths[f"hh_rlhf_{split}"] = folder / "data" / "hh-rlhf" / "helpful-base" / f"{split}.jsonl.gz"
+        paths[f"hh_rlhf_{split}"].parent.mkdir(parents=True, exist_ok=True)
+        lines = "".join(json.dumps(record) + "\n" for record in hh_rlhf_records(split_rows))
+        paths[f"hh_rlhf_{split}"].write_bytes(gzip.compress(lines.encode(), mtime=0))
 
     texts = [value for record in [*train, *test] for value in record.values() if isinstance(value, str)]
     texts += [format_prompt("?"), ANSWER_MARKER, "[user] [assistant] \n0123456789"]
@@ -159,6 +226,9 @@ def write_standins(folder: str | Path, *, train_size: int = 256, test_size: int 
         paths[family] = folder / "models" / family
         tiny_causal_lm(family, tokenizer).save_pretrained(paths[family])
         tokenizer.save_pretrained(paths[family])
+    paths["reward"] = folder / "models" / "reward"
+    tiny_reward_model(tokenizer).save_pretrained(paths["reward"])
+    tokenizer.save_pretrained(paths["reward"])
     return paths
 
 

@@ -6,7 +6,8 @@ Hugging Face ``datasets``); every problem's rows have at least ``id`` (stable
 str), ``prompt`` (the text generation continues) and ``completion`` (the gold
 completion, for SFT). A problem is an entry of the one registry pattern
 (:mod:`aligntrain.options`): an ``Options`` class implementing ``Problem``, its
-typed options as fields (none yet: ``problem:`` in params.yaml holds what every
+typed options as fields (``problem.options`` in params.yaml: e.g. a hub problem's
+data sources, the chat problem's reward model; ``problem:`` holds what every
 problem shares), registered in ``PROBLEMS`` below.
 """
 
@@ -18,6 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from aligntrain.options import Registry
 from aligntrain.problems.arith import ArithProblem
+from aligntrain.problems.chat import ChatProblem
 from aligntrain.problems.competition_math import MathProblem
 from aligntrain.problems.gsm8k import Gsm8kProblem
 from aligntrain.problems.hydro import HydroProblem
@@ -37,13 +39,15 @@ class Problem(Protocol):
     """What the pipeline needs from a problem.
 
     ``binary_rewards``: rewards are 0/1 (pass@k and majority vote apply); False
-    for continuous rewards (best-of-N / max@k). ``levels``: the difficulty
+    for continuous rewards (best-of-N / max@k). ``batched_rewards``: RL scores a
+    batch at a time through ``grade_batch`` (a reward model). ``levels``: the difficulty
     levels ``generate_splits`` accepts. ``stop_text``: the text that ends a
     completion (the sampler may stop there; the tokenizer's EOS also does).
     """
 
     name: str
     binary_rewards: bool
+    batched_rewards: bool
     levels: tuple[int, ...]
     stop_text: str
 
@@ -69,6 +73,10 @@ class Problem(Protocol):
         """Answer, answer class, correctness and reward of one completion."""
         ...
 
+    def grade_batch(self, completions: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> list[Grade]:
+        """``grade`` of each (completion, row) pair: the one reward interface (a reward model scores in batches)."""
+        ...
+
     def gold_class(self, row: Mapping[str, Any]) -> Hashable | None:
         """The answer class of the row's gold answer (compared with ``answer_class``)."""
         ...
@@ -91,6 +99,7 @@ PROBLEMS.register(ArithProblem)
 PROBLEMS.register(HydroProblem)
 PROBLEMS.register(MathProblem)
 PROBLEMS.register(Gsm8kProblem)
+PROBLEMS.register(ChatProblem)
 
 
 def get_problem(name: str) -> Problem:

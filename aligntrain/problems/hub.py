@@ -242,7 +242,7 @@ def read_records(path: Path, fmt: Format) -> list[dict[str, Any]]:
     """The rows of one data file, loaded by ``datasets``' ``parquet`` (or ``json`` for .json/.jsonl) builder."""
     import datasets
 
-    builder = "json" if path.suffix in (".json", ".jsonl") else "parquet"
+    builder = "json" if {".json", ".jsonl"} & set(path.suffixes) else "parquet"  # .jsonl.gz too
     try:
         table = datasets.load_dataset(builder, data_files=str(path), split="train")
     except Exception as err:  # any reader failure (a corrupt file, not parquet): name the file
@@ -364,6 +364,10 @@ class HubProblem(rows.RowStore, Options):
         """One data set record as a row; :class:`DataRowError` naming ``where`` and the field, or :class:`SkipRow`."""
         raise NotImplementedError
 
+    def ungradable_reason(self, row: Mapping[str, Any]) -> str | None:
+        """Why the grader cannot grade the row's gold (None: it can); :func:`ungradable_reason` by default."""
+        return ungradable_reason(row)
+
     # ----------------------------------------------------------------- loading
 
     def load_splits(self, splits: Sequence[str] = SPLITS) -> dict[str, list[dict[str, Any]]]:
@@ -425,7 +429,7 @@ class HubProblem(rows.RowStore, Options):
                 except SkipRow as skip:
                     skipped[str(skip)] += 1
                     continue
-                reason = ungradable_reason(row)
+                reason = self.ungradable_reason(row)
                 if reason is not None:
                     if self.ungradable == "error":
                         raise DataRowError(f"{where}: field 'answer' is ungradable: {reason} (ungradable: error)")

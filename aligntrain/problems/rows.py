@@ -7,8 +7,8 @@ their own semantic checks on top of :func:`check_row_shape`.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -82,7 +82,15 @@ def load_rows(path: str | os.PathLike[str], validate: Callable[[Mapping[str, Any
 
 
 class RowStore:
-    """Mixin for problem classes: ``save_rows``/``load_rows`` through the problem's own ``validate_row``."""
+    """Mixin for problem classes: ``save_rows``/``load_rows`` through the problem's own ``validate_row``,
+    and ``grade_batch`` as one ``grade`` per completion (a reward-model problem scores whole batches)."""
+
+    #: True when scoring is cheaper a batch at a time (a reward model): RL then calls ``grade_batch``
+    batched_rewards: ClassVar[bool] = False
+
+    def grade_batch(self, completions: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> list:
+        """``grade(completion, row)`` of each pair, in order."""
+        return [self.grade(c, r) for c, r in zip(completions, rows, strict=True)]
 
     def save_rows(self, rows: Iterable[Mapping[str, Any]], path: str | os.PathLike[str]) -> None:
         save_rows(rows, path, self.validate_row)

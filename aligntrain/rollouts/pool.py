@@ -27,6 +27,7 @@ its version and the dtype (:func:`read_sampler`).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -58,15 +59,23 @@ POOL_COLUMNS = [
 
 def grade_completions(rows: Sequence[Mapping[str, Any]], completions: Sequence, problem) -> list[dict[str, Any]]:
     """Grade every :class:`~aligntrain.rollouts.generate.Completion` against its row
-    (``rows[c.prompt_index]``) with ``problem.grade``: the one grading loop of the package.
+    (``rows[c.prompt_index]``) with ``problem.grade_batch``: the one grading loop of the package.
+    A completion the problem cannot score (reward NaN: a reward model failed) is a ValueError.
 
     One dict per completion, in the order given, with the pool's columns ``prompt_id``,
     ``level`` (int), ``answer``, ``answer_class``, ``correct`` (bool) and ``reward`` (float).
     """
     graded = []
-    for c in completions:
+    verdicts = problem.grade_batch([c.text for c in completions], [rows[c.prompt_index] for c in completions])
+    pairs = zip(completions, verdicts, strict=True)
+    unscorable = sorted({rows[c.prompt_index]["id"] for c, v in pairs if math.isnan(v.reward)})
+    if unscorable:  # NaN: a reward model failed on these; a pool's statistics cannot hold them
+        raise ValueError(
+            f"completions of {len(unscorable)} prompts could not be scored (e.g. {unscorable[:5]}); "
+            "the log names the reward model's errors"
+        )
+    for c, verdict in zip(completions, verdicts, strict=True):
         row = rows[c.prompt_index]
-        verdict = problem.grade(c.text, row)
         graded.append(
             {
                 "prompt_id": row["id"],

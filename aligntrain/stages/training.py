@@ -187,17 +187,19 @@ def train_variant(
     objective = params.variant(variant).options
     # A variant that trains nothing is the warm-up model as it is: never wrapped in adapters.
     model, tokenizer = _load_for_training(params, paths.warmup_model, adapters=objective.kind != "none")
+    # Rewards grade against the problem's own rows (by id), not the chat-rendered prompts.
+    source_rows = {row["id"]: row for row in train_rows}
     train_rows, val_rows = _prompts(params, tokenizer, train_rows), _prompts(params, tokenizer, val_rows)
     fit = _TRAINERS[objective.kind]
-    return fit(params, paths, variant, objective, model, tokenizer, train_rows, val_rows, callbacks)
+    return fit(params, paths, variant, objective, model, tokenizer, train_rows, val_rows, callbacks, source_rows)
 
 
-def _no_training(params, paths, variant, objective, model, tokenizer, train_rows, val_rows, callbacks):
+def _no_training(params, paths, variant, objective, model, tokenizer, train_rows, val_rows, callbacks, source_rows):
     save_model_and_tokenizer(model, tokenizer, paths.variant_model(variant))
     return {"train_steps": 0.0}
 
 
-def _sft_variant(params, paths, variant, objective, model, tokenizer, train_rows, val_rows, callbacks):
+def _sft_variant(params, paths, variant, objective, model, tokenizer, train_rows, val_rows, callbacks, source_rows):
     return _fit(
         f"train-{variant}",
         params,
@@ -214,8 +216,12 @@ def _sft_variant(params, paths, variant, objective, model, tokenizer, train_rows
     )
 
 
-def _rl_variant(params, paths, variant, objective, model, tokenizer, train_rows, val_rows, callbacks):
-    """TRL GRPO with the variant's advantage rule; rewards from the problem's verifier."""
+def _rl_variant(params, paths, variant, objective, model, tokenizer, train_rows, val_rows, callbacks, source_rows):
+    """TRL GRPO with the variant's advantage rule; rewards from the problem (its verifier or reward model).
+
+    The problem grades each completion against its own row (``source_rows`` by id): a
+    chat-rendered prompt is the policy's input, not what a verifier or reward model reads.
+    """
     from aligntrain.training.rl import train_rl
 
     problem = problem_of(params)
@@ -237,7 +243,7 @@ def _rl_variant(params, paths, variant, objective, model, tokenizer, train_rows,
         train_rows,
         config,
         checkpoint_dir,
-        reward_fn=problem.reward,
+        **_rewards(problem, source_rows),
         answer_class=problem.answer_class,
         binary_rewards=problem.binary_rewards,
         seed=params.study.seed,
@@ -246,6 +252,13 @@ def _rl_variant(params, paths, variant, objective, model, tokenizer, train_rows,
     )
     metrics["wall_seconds"] = time.perf_counter() - start
     return metrics
+
+
+def _rewards(problem, source_rows) -> dict:
+    """train_rl's reward argument: per sample (a verifier, hydro's formulas) or per batch (a reward model)."""
+    if problem.batched_rewards:
+        return {"grade_batch": lambda texts, rows: problem.grade_batch(texts, [source_rows[r["id"]] for r in rows])}
+    return {"reward_fn": lambda text, row: problem.reward(text, source_rows[row["id"]])}
 
 
 # objective kind -> how a variant of that kind is trained

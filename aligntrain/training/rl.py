@@ -118,6 +118,42 @@ def safe_reward_fn(fn: SampleReward, timeout_s: float | None = None) -> Callable
     return reward
 
 
+#: ``fn(completion_texts, rows) -> grades`` (each with a ``reward``): a problem's ``grade_batch``
+BatchGrader = Callable[[Sequence[str], Sequence[Mapping[str, Any]]], Sequence[Any]]
+
+
+def batch_reward_fn(grade_batch: BatchGrader, rows_by_id: Mapping[str, Mapping[str, Any]]) -> Callable[..., list]:
+    """A TRL reward function that scores a whole batch with ``grade_batch`` (a reward model's batches).
+
+    Each completion is graded against the problem's own row, found by the dataset's
+    ``id`` column in ``rows_by_id`` (so a reward model reads the prompt as the data set
+    wrote it, not as the policy's chat template rendered it). A call that raises makes
+    the whole batch unscorable, and a NaN, ±inf or non-number reward its sample (warned):
+    ``None`` to TRL, advantage 0 and counted in ``unscorable``, as :func:`safe_reward_fn`.
+    """
+
+    def reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
+        texts = [completion_text(c) for c in completions]
+        try:
+            grades = grade_batch(texts, [rows_by_id[i] for i in kwargs["id"]])
+        except Exception as err:  # the batch is lost to the rule, not the run
+            logger.warning("reward failed on a batch of %d (%s: %s): unscorable", len(texts), type(err).__name__, err)
+            return [None] * len(texts)
+        scores: list[float | None] = []
+        for grade in grades:
+            value = grade.reward
+            ok = isinstance(value, numbers.Real) and math.isfinite(value)
+            scores.append(float(value) if ok else None)
+        if None in scores:
+            logger.warning(
+                "reward: %d of %d samples unscorable (NaN, inf or not a number)", scores.count(None), len(scores)
+            )
+        return scores
+
+    reward.__name__ = getattr(grade_batch, "__name__", "reward")
+    return reward
+
+
 def completion_text(completion: str | list[dict[str, Any]]) -> str:
     """The text of a completion: the string, or the last message's content for a conversation."""
     return completion if isinstance(completion, str) else str(completion[-1]["content"])
@@ -396,7 +432,8 @@ def train_rl(
     config: RLConfig,
     checkpoint_dir: str | Path,
     *,
-    reward_fn: SampleReward,
+    reward_fn: SampleReward | None = None,
+    grade_batch: BatchGrader | None = None,
     answer_class: AnswerClass | None = None,
     binary_rewards: bool | None = None,
     seed: int,
@@ -413,16 +450,26 @@ def train_rl(
     answers) is checked before the trainer is built. An interrupted run resumes
     from the last checkpoint in ``checkpoint_dir`` (with the reward history and
     threshold state); ``save_final`` saves the model before the checkpoints are removed.
+    ``grade_batch`` instead of ``reward_fn``: rewards scored a batch at a time against the
+    rows by their ``"id"`` (:func:`batch_reward_fn`; a reward model).
     """
+    if (reward_fn is None) == (grade_batch is None):
+        raise ValueError("give exactly one of reward_fn (per sample) and grade_batch (per batch)")
     config.rule.check_fits(binary_rewards=binary_rewards)
     if not prompt_rows or "prompt" not in prompt_rows[0]:
         raise ValueError("prompt_rows must be a non-empty list of rows with a 'prompt' field")
     columns = [c for c in prompt_rows[0] if c != "completion"]
     dataset = Dataset.from_dict({c: [r[c] for r in prompt_rows] for c in columns})
     checkpoint_dir = Path(checkpoint_dir)
+    if grade_batch is not None:
+        if "id" not in columns:
+            raise ValueError("grade_batch needs prompt_rows with an 'id' column")
+        reward = batch_reward_fn(grade_batch, {r["id"]: r for r in prompt_rows})
+    else:
+        reward = safe_reward_fn(reward_fn, config.reward_timeout_s)
     trainer = StrategyGRPOTrainer(
         model,
-        [safe_reward_fn(reward_fn, config.reward_timeout_s)],
+        [reward],
         config=config,
         checkpoint_dir=checkpoint_dir,
         seed=seed,
