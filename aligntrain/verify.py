@@ -1,9 +1,8 @@
 """Answer extraction and equivalence for model completions: the names of :mod:`aligntrain.grading`.
 
-The grader lives in the package :mod:`aligntrain.grading` (one module per part:
-:mod:`~aligntrain.grading.scalar` for numbers and expressions,
-:mod:`~aligntrain.grading.parser` for the tokenizer, the grammar and the
-structured answer kinds); its module docstring holds the safety design, the
+The grader lives in the package :mod:`aligntrain.grading` (one module per
+answer kind: scalar, equations, intervals, lists, text; the tokenizer and the
+grammar in :mod:`~aligntrain.grading.parser`); its module docstring holds the safety design, the
 answer kinds, the equivalence rules and the bounds, and docs/grading.md lists
 them with examples. This module keeps ``aligntrain.verify`` importable with the
 names the problems use.
@@ -18,6 +17,7 @@ from aligntrain.grading import (
     MAX_EXPANDED_TERMS,
     MAX_EXPONENT,
     MAX_GROUP_DEPTH,
+    MAX_INTERVALS,
     MAX_ITEMS,
     MAX_NUMBER_DIGITS,
     MAX_RADICALS,
@@ -36,6 +36,7 @@ __all__ = [
     "MAX_EXPANDED_TERMS",
     "MAX_EXPONENT",
     "MAX_GROUP_DEPTH",
+    "MAX_INTERVALS",
     "MAX_ITEMS",
     "MAX_NUMBER_DIGITS",
     "MAX_RADICALS",

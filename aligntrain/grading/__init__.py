@@ -8,11 +8,15 @@ groups by (docs/math.md §1.2, maj@k: class ``None`` = unparseable, drawn but
 never a winner) and what correctness compares (the class of the gold answer).
 docs/grading.md lists the answer kinds with examples.
 
-Modules: :mod:`aligntrain.grading.scalar` (numbers, complex numbers and
-expressions in variables: construction bounds and canonical forms),
-:mod:`aligntrain.grading.parser` (tokenizer, grammar, the structured kinds:
-tuples, intervals, lists and sets, matrices, equations, text, choices, base-b
-numerals). ``aligntrain.verify`` re-exports this module's names.
+Modules, one per answer kind: :mod:`~aligntrain.grading.scalar` (numbers,
+complex numbers, expressions in variables: construction bounds and canonical
+forms), :mod:`~aligntrain.grading.equations`, :mod:`~aligntrain.grading.intervals`,
+:mod:`~aligntrain.grading.lists` (lists and sets of solutions),
+:mod:`~aligntrain.grading.text` (text, choices, units), and the shared
+:mod:`~aligntrain.grading.items` (the parsed item, the kinds) and
+:mod:`~aligntrain.grading.parser` (the tokenizer and the grammar, which also
+builds tuples, matrices and base-b numerals). ``aligntrain.verify``
+re-exports this module's names.
 
 Answer kinds and their classes:
 
@@ -45,8 +49,8 @@ Answer kinds and their classes:
 Dropped decorations [choice]: "$...$", one outer "\\boxed{...}",
 "\\left"/"\\right", spacing ``\\! \\, \\; \\: \\quad``, a trailing percent
 sign ("25\\%" is 25, as MATH graders read it), degree signs ("30^\\circ" is
-30), a leading "\\$", a trailing unit in a text group ("5\\text{ cm}") and a
-trailing unit word ("5 inches"); thousands separators "1,000", "1{,}000" and
+30), a leading "\\$", a trailing unit in a text group of 1-3 words without a
+negation ("5\\text{ cm}") and a trailing unit word ("5 inches"); thousands separators "1,000", "1{,}000" and
 "1\\,000" are 1000.
 
 Safety: nothing here calls ``eval``, ``sympify``, ``parse_expr`` or a
@@ -80,7 +84,8 @@ Why the time is bounded [choice]: the text is at most ``MAX_ANSWER_CHARS``
 characters, each number at most ``MAX_NUMBER_DIGITS`` digits, groups nest at
 most ``MAX_GROUP_DEPTH`` deep (so the recursion is shallow), there are at most
 ``MAX_RADICALS`` roots with index at most ``MAX_ROOT_INDEX``, at most
-``MAX_ITEMS`` items in a tuple, list, union or matrix, exponents are integer
+``MAX_ITEMS`` items in a tuple, list or matrix and ``MAX_INTERVALS`` intervals
+in a union (sympy's set simplification is the slowest step), exponents are integer
 literals and the product of the exponents on any path of the parse tree is at
 most ``MAX_EXPONENT``, and every sub-expression's expanded numerator and
 denominator have at most ``MAX_EXPANDED_TERMS`` monomials (an upper bound
@@ -105,6 +110,7 @@ from dataclasses import dataclass
 from aligntrain.grading.parser import (
     KINDS,
     MAX_GROUP_DEPTH,
+    MAX_INTERVALS,
     MAX_ITEMS,
     MAX_NUMBER_DIGITS,
     MAX_RADICALS,
@@ -256,6 +262,7 @@ __all__ = [
     "MAX_EXPANDED_TERMS",
     "MAX_EXPONENT",
     "MAX_GROUP_DEPTH",
+    "MAX_INTERVALS",
     "MAX_ITEMS",
     "MAX_NUMBER_DIGITS",
     "MAX_RADICALS",

@@ -16,6 +16,10 @@ from fractions import Fraction
 import sympy
 
 from aligntrain.grading import scalar
+from aligntrain.grading.equations import equation, negated
+from aligntrain.grading.intervals import MAX_INTERVALS, interval_union
+from aligntrain.grading.items import KINDS, Item, scalar_kind
+from aligntrain.grading.lists import MAX_ITEMS, plus_minus_item, set_class
 from aligntrain.grading.scalar import (
     MAX_ROOT_INDEX,
     DeadlineExceeded,
@@ -24,6 +28,7 @@ from aligntrain.grading.scalar import (
     canonical_scalar,
     check_deadline,
 )
+from aligntrain.grading.text import MAX_TEXT_TOKEN, UNIT_WORDS, WORDS, is_unit
 
 MAX_NUMBER_DIGITS = 40
 """Digits (both sides of the decimal point together, separators not counted) in one number."""
@@ -33,15 +38,6 @@ MAX_GROUP_DEPTH = 20
 
 MAX_RADICALS = 4
 """Most ``\\sqrt`` in one answer (each adds a generator that expansion and radsimp multiply out)."""
-
-MAX_ITEMS = 16
-"""Most items in one tuple, list, set, union or matrix (all of them together)."""
-
-MAX_INTERVALS = 4
-"""Most intervals in one union (sympy's set simplification compares every pair of ends)."""
-
-MAX_TEXT_TOKEN = 40
-"""Longest content of one ``\\text{...}`` (or ``\\mbox``, ``\\mathrm``...) group."""
 
 _ASCII_WHITESPACE = " \t\r\n\f\v"
 _TEXT_COMMANDS = ("text", "textbf", "textrm", "textnormal", "textit", "mbox", "mathrm", "mathbf", "textup")
@@ -71,38 +67,13 @@ _COMMANDS = (
     | _MATRIX_BEGIN
     | _MATRIX_END
 )
-KINDS = (
-    "number",
-    "complex",
-    "expression",
-    "equation",
-    "tuple",
-    "interval",
-    "set",
-    "matrix",
-    "base",
-    "choice",
-    "text",
-)
-"""The answer kinds (docs/grading.md); "number" is a real number, the original grader's only kind."""
-_SCALAR_KINDS = ("number", "complex", "expression")
 _PERCENT_SIGNS = frozenset({"%", "\\%"})
-MAX_UNIT_WORDS = 3
-"""Most words in a text group read as a unit after a value ("5\\text{ square units}")."""
-_NOT_UNIT_WORDS = frozenset({"not", "no", "never", "or", "and", "nor", "except", "none", "plus", "minus", "times"})
 _TEXT = "\\text"  # the token kind of a text group: ("\\text", content)
-# Trailing unit words (after whitespace, at the end of an item) that are dropped [choice].
-_UNIT_WORDS = re.compile(
-    r"[ \t]+(?:square[ \t]+|sq[ \t]+|cubic[ \t]+)?(?:units?|cm|centimeters?|meters?|km|kilometers?|mm|inches|inch|"
-    r"feet|foot|ft|yards?|miles?|degrees?|dollars?|cents?|seconds?|minutes?|hours?|days?|"
-    r"pounds?|ounces?|grams?|kg|liters?|mph)\.?(?:\^\{?[23]\}?)?(?=[ \t]*(?:,|$))"
-)
-_WORDS = re.compile(r"[A-Za-z]+(?:[ '\-]+[A-Za-z]+)*\.?")
 
 
 def tokenize(text: str) -> list[str | tuple[str, str]]:
     """Whitelist tokens of ``text``; a text group is the pair ``("\\text", content)``."""
-    stripped = _UNIT_WORDS.sub("", text.strip(_ASCII_WHITESPACE))  # str.strip() would also strip unicode spaces
+    stripped = UNIT_WORDS.sub("", text.strip(_ASCII_WHITESPACE))  # str.strip() would also strip unicode spaces
     tokens: list[str | tuple[str, str]] = []
     position = 0
     while position < len(stripped):
@@ -147,19 +118,6 @@ def _drop_degree_signs(tokens: list) -> list:
             out.append(tokens[index])
             index += 1
     return out
-
-
-class Item:
-    """One parsed item of an answer: its kind, its class string and (scalars, equations) its parts."""
-
-    __slots__ = ("kind", "answer_class", "value", "variable", "nodes")
-
-    def __init__(self, kind: str, answer_class: str, value=None, variable=None, nodes=None) -> None:
-        self.kind = kind
-        self.answer_class = answer_class
-        self.value = value
-        self.variable = variable
-        self.nodes = nodes
 
 
 def parse_answer(text: str, deadline: float, nested: bool = False) -> tuple[str, str]:
@@ -276,14 +234,14 @@ class _Parser:
             items = self._items()
             for token in closing:
                 self._expect(token)
-            return "set", _set_class(items)
+            return "set", set_class(items)
         items = self._items()
         if len(items) == 1:
             item = items[0]
             if item.kind == "assignment":  # "x = 5" -> 5, "y = 2x+3" -> 2x+3
                 return item.nodes, item.value
             return ("set" if item.kind == "pm" else item.kind), item.answer_class
-        return "set", _set_class(items)
+        return "set", set_class(items)
 
     def _items(self) -> list[Item]:
         starts = [self._position]
@@ -308,7 +266,7 @@ class _Parser:
         letters: list[str] = []
         while end < len(self._tokens):
             token = self._tokens[end]
-            if isinstance(token, tuple) and _WORDS.fullmatch(token[1].strip()):
+            if isinstance(token, tuple) and WORDS.fullmatch(token[1].strip()):
                 letters.append(token[1])
             elif isinstance(token, str) and len(token) == 1 and token.isascii() and token.isalpha():
                 letters.append(token)
@@ -346,7 +304,7 @@ class _Parser:
 
     def _text_item(self) -> Item:
         content = self._take()[1].strip()
-        if _WORDS.fullmatch(content):
+        if WORDS.fullmatch(content):
             letters = "".join(character for character in content if character.isalpha())
             if len(letters) == 1 and letters.isupper():
                 return Item("choice", "choice:" + letters)
@@ -452,7 +410,7 @@ class _Parser:
                 return Item("tuple", "(" + ", ".join(classes) + ")")
             if len(nodes) != 2:
                 raise Unparseable
-        return _interval_union(parts, self._deadline)
+        return interval_union(parts, self._deadline)
 
     def _one_bracket(self):
         opened = self._open()
@@ -484,15 +442,15 @@ class _Parser:
         values = [node.value for node in nodes]
         if self._accept("="):
             right = self._plus_minus()
-            item = _equation(nodes, right, self._deadline)
+            item = equation(nodes, right, self._deadline)
         elif len(values) == 2:
-            item = _plus_minus_item(values, self._deadline)
+            item = plus_minus_item(values, self._deadline)
         else:
             answer_class = canonical_scalar(values[0], self._deadline)
-            item = Item(_scalar_kind(values[0], answer_class), answer_class, value=values[0])
+            item = Item(scalar_kind(values[0], answer_class), answer_class, value=values[0])
         if self._peek() in _PERCENT_SIGNS:
             self._take()  # [choice] a percent sign is dropped ("25\\%" is 25)
-        elif isinstance(self._peek(), tuple) and _is_unit(self._peek()[1]):
+        elif isinstance(self._peek(), tuple) and is_unit(self._peek()[1]):
             self._take()  # a unit in a text group ("5\\text{ cm}") [choice: dropped]
         return item
 
@@ -500,11 +458,11 @@ class _Parser:
         """One value, or the two values of "a \\pm b" / "\\pm b" (sums through ``scalar.add``: bounded)."""
         if self._accept("\\pm"):
             node = self._expr()
-            return [node, _negated(node)]
+            return [node, negated(node)]
         node = self._expr()
         if self._accept("\\pm"):
             other = self._expr()
-            return [scalar.add(node, other), scalar.add(node, _negated(other))]
+            return [scalar.add(node, other), scalar.add(node, negated(other))]
         return [node]
 
     # -- scalar expressions (the original grammar, with letters) -----------------
@@ -627,145 +585,12 @@ class _Parser:
         raise Unparseable
 
 
-def _scalar_kind(value: sympy.Expr, answer_class: str) -> str:
-    """ "number" (a real number), "complex" or "expression" (has a variable)."""
-    if value.free_symbols:
-        return "expression"
-    return "complex" if "I" in answer_class else "number"
-
-
-def _is_unit(content: str) -> bool:
-    """A text group after a value is a unit [choice] when it is 1-3 words with no word that changes the value.
-
-    "5\\text{ cm}", "18\\text{ square units}" are units; "5\\text{ or }" (then
-    more), "5\\text{ is not right}" are not, so the answer has no class.
-    """
-    words = content.replace(".", " ").split()
-    return (
-        1 <= len(words) <= MAX_UNIT_WORDS
-        and all(word.isascii() and word.isalpha() for word in words)
-        and not {word.lower() for word in words} & _NOT_UNIT_WORDS
-    )
-
-
 def _is_digits(token: str) -> bool:
     return bool(token) and all("0" <= character <= "9" for character in token)
 
 
-def _plus_minus_item(values: list[sympy.Expr], deadline: float) -> Item:
-    classes = sorted({canonical_scalar(value, deadline) for value in values})
-    return Item("pm", "{" + ", ".join(classes) + "}", nodes=classes)
-
-
 def _is_letter(token) -> bool:
     return isinstance(token, str) and len(token) == 1 and token.isascii() and token.isalpha()
-
-
-def _set_class(items: list[Item]) -> str:
-    """An unordered list: the sorted distinct classes of its items, in braces.
-
-    A list of "v = e" items for one letter v is the list of the e ("x = 1, x = 2"
-    is {1, 2}); "v = 1, 2" (the letter named once, first) too.
-    """
-    variables = {item.variable for item in items if item.kind == "assignment"}
-    classes: set[str] = set()
-    if (
-        len(variables) == 1
-        and (items[0].kind == "assignment")
-        and all(item.kind in ("assignment", *_SCALAR_KINDS) for item in items)
-    ):
-        if all(item.kind == "assignment" for item in items) or sum(item.kind == "assignment" for item in items) == 1:
-            for item in items:
-                classes.add(item.value if item.kind == "assignment" else item.answer_class)
-            return "{" + ", ".join(sorted(classes)) + "}"
-    for item in items:
-        if item.kind == "pm":  # "1 \\pm \\sqrt{2}, 3": the two values are members
-            classes.update(item.nodes)
-        else:
-            classes.add(item.answer_class)
-    return "{" + ", ".join(sorted(classes)) + "}"
-
-
-def _equation(left_nodes: list[Node], right_nodes: list[Node], deadline: float) -> Item:
-    """A "v = e" assignment (v one letter not in e) or a general equation."""
-    if len(left_nodes) != 1:
-        raise Unparseable
-    lhs = left_nodes[0].value
-    right = [node.value for node in right_nodes]
-    if len(right) == 2 and lhs.is_Symbol and not any(lhs in value.free_symbols for value in right):
-        return _plus_minus_item(right, deadline)  # "x = 1 \\pm \\sqrt{2}": the two values
-    if len(right) == 1 and lhs.is_Symbol and lhs not in right[0].free_symbols:
-        value_class = canonical_scalar(right[0], deadline)
-        value_kind = _scalar_kind(right[0], value_class)
-        return Item("assignment", f"{lhs}={value_class}", value=value_class, variable=str(lhs), nodes=value_kind)
-    if len(right) != 1:
-        raise Unparseable
-    difference = scalar.add(left_nodes[0], _negated(right_nodes[0]))  # the term bounds hold for lhs - rhs
-    return Item("equation", "eq:" + _normalised_equation(difference.value, deadline))
-
-
-def _negated(node: Node) -> Node:
-    return node._replace(value=-node.value)
-
-
-def _normalised_equation(difference: sympy.Expr, deadline: float) -> str:
-    """The numerator of lhs - rhs, expanded and divided by its leading coefficient [choice].
-
-    Scaling by a non-zero constant does not change the solution set, so
-    "2y = 4x + 6" and "y - 2x = 3" share a class; the numerator drops the
-    denominators (an equation with a variable in a denominator may gain the
-    denominator's zeros: documented as a known limit).
-    """
-    check_deadline(deadline)
-    numerator, _ = sympy.fraction(sympy.together(difference))
-    numerator = sympy.expand(numerator)
-    symbols = sorted(numerator.free_symbols, key=lambda symbol: symbol.name)
-    if not symbols or numerator.has(sympy.I):
-        raise Unparseable
-    check_deadline(deadline)
-    leading = sympy.Poly(numerator, *symbols).LC()
-    if leading == 0:
-        raise Unparseable
-    return canonical_scalar(sympy.expand(numerator / leading), deadline)
-
-
-def _interval_union(parts, deadline: float) -> Item:
-    """A union of real intervals, simplified by sympy's set algebra (objects built here, not parsed)."""
-    sets = []
-    for (opener, closer), nodes in parts:
-        if len(nodes) != 2:
-            raise Unparseable
-        ends = []
-        for node in nodes:
-            value = node.value
-            if value.free_symbols or value.has(sympy.I, sympy.zoo, sympy.nan):
-                raise Unparseable
-            if value in (sympy.oo, -sympy.oo):
-                pass
-            elif value.has(sympy.oo, -sympy.oo):
-                raise Unparseable
-            else:
-                value = scalar._canonical_value(value, deadline)
-            ends.append(value)
-        low, high = ends
-        if (
-            (low == sympy.oo or high == -sympy.oo)
-            or (opener == "[" and low == -sympy.oo)
-            or (closer == "]" and high == sympy.oo)
-        ):
-            raise Unparseable
-        check_deadline(deadline)
-        sets.append(sympy.Interval(low, high, opener == "(", closer == ")"))
-    check_deadline(deadline)
-    union = sympy.Union(*sets)
-    if not isinstance(union, (sympy.Interval, sympy.Union)):
-        raise Unparseable  # empty or a single point: not an interval answer
-    if isinstance(union, sympy.Interval) and union.left_open and union.right_open:
-        if union.start.is_finite and union.end.is_finite:  # an open interval (a, b) reads like the pair (a, b)
-            return Item(
-                "tuple", f"({canonical_scalar(union.start, deadline)}, {canonical_scalar(union.end, deadline)})"
-            )
-    return Item("interval", str(union))
 
 
 __all__ = [
