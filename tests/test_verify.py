@@ -926,6 +926,7 @@ def test_grade_returns_a_frozen_verdict():
         ("25\\%", "25"),
         ("1{,}000", "1000"),
         ("1\\,000", "1000"),
+        ("10,\\!000", "10000"),
         ("\\$18.90", "189/10"),
         ("\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", "matrix[[1], [2]]"),
         ("\\begin{bmatrix} 1 & \\frac{1}{2} \\\\ 0 & \\sqrt{2} \\end{bmatrix}", "matrix[[1, 1/2], [0, sqrt(2)]]"),

@@ -43,12 +43,12 @@ _ASCII_WHITESPACE = " \t\r\n\f\v"
 _TEXT_COMMANDS = ("text", "textbf", "textrm", "textnormal", "textit", "mbox", "mathrm", "mathbf", "textup")
 # One token: a number, a text group, a LaTeX command, or one symbol. A number is
 # decimal ("17", "17.", "17.5", ".5") or has strict thousands grouping ("1,000",
-# "1{,}000", "1\,000", "12,345,678.5": first group 1-3 digits not starting with
+# "1{,}000", "1,\!000", "1\,000", "12,345,678.5": first group 1-3 digits not starting with
 # 0, then groups of exactly 3). Explicit [0-9] and [A-Za-z]: the \d and \w
 # classes, str.isdigit and int() accept other scripts' digits ("١٧").
 _TOKEN = re.compile(
     r"[ \t\r\n\f\v]*(?:"
-    r"([1-9][0-9]{0,2}(?:(?:,|\{,\}|\\,)[0-9]{3})+(?![0-9])(?:\.[0-9]*)?|[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+    r"([1-9][0-9]{0,2}(?:(?:,\\!|,|\{,\}|\\,)[0-9]{3})+(?![0-9])(?:\.[0-9]*)?|[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
     r"|\\(?:" + "|".join(_TEXT_COMMANDS) + r")[ \t]*\{([A-Za-z0-9 ().,'\-]{0," + str(MAX_TEXT_TOKEN) + r"})\}"
     r"|(\\begin\{[pbv]?matrix\}|\\end\{[pbv]?matrix\}|\\\\|\\[A-Za-z]+|\\[%{}$!,;: ])"
     r"|(\*\*|[-+*/^()\[\]{}$%,=&_]|[A-Za-z])"
@@ -83,7 +83,7 @@ def tokenize(text: str) -> list[str | tuple[str, str]]:
         number, text_content, command, symbol = match.groups()
         position = match.end()
         if number is not None:
-            digits = number.replace("{,}", "").replace("\\,", "").replace(",", "")
+            digits = number.replace("{,}", "").replace("\\!", "").replace("\\,", "").replace(",", "")
             if len(digits) - digits.count(".") > MAX_NUMBER_DIGITS:
                 raise Unparseable
             tokens.append(digits)
