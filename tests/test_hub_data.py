@@ -62,6 +62,12 @@ MATH_TRAIN = {
             "circle is $\\boxed{(3, -1)}$.",
         },
         {
+            "problem": "How many ways are there to choose 3 of 10 books?",
+            "level": "Level 2",
+            "type": "Algebra",
+            "solution": "Order does not matter, so there are $\\boxed{\\binom{10}{3}}$ ways.",
+        },
+        {
             "problem": "Evaluate $\\left\\lceil\\sqrt{140}\\right\\rceil$.",
             "level": "Level 3",
             "type": "Algebra",
@@ -368,8 +374,9 @@ def test_math_from_local_parquet_maps_rows_and_skips_what_cannot_be_graded(tmp_p
     with caplog.at_level("WARNING"):
         splits = problem.load_splits()
     rows = _by_prompt(splits["train"] + splits["validation"])
-    assert len(rows) == 11  # 13 MATH rows - "Level ?" - the (3, -1) center, ungradable today
-    assert "Level ?" in caplog.text and "(3, -1)" in caplog.text
+    assert len(rows) == 12  # 14 MATH rows - "Level ?" - the binomial coefficient, which the grader cannot read
+    assert "Level ?" in caplog.text and "binom" in caplog.text
+    assert rows["Find the center of the circle with equation $x^2 - 6x + y^2 + 2y = 9$."]["answer"] == "(3, -1)"
     cosine = rows["Compute $\\cos 30^\\circ$."]
     assert cosine["answer"] == "\\frac{\\sqrt{3}}{2}" and cosine["level"] == 1
     assert cosine["id"].startswith("math-precalculus-L1-")
@@ -381,7 +388,7 @@ def test_math_from_local_parquet_maps_rows_and_skips_what_cannot_be_graded(tmp_p
         f"math-{subject}" for subject in MATH_TRAIN if subject != "geometry"
     }
     test = _by_prompt(splits["test"])
-    assert len(test) == 3  # the polar point (3, pi/2) is ungradable today
+    assert len(test) == 4  # the polar point (3, pi/2) is an ordered pair of MATH's answer kinds
     assert test["How many positive whole-number divisors does 196 have?"]["level"] == 3
     for split_rows in splits.values():
         for row in split_rows:
@@ -392,7 +399,8 @@ def test_math_and_math500_through_the_hub_cache_at_the_pinned_revisions(math_sna
     """The default options: MATH train (7 subject configs) and MATH-500 test.jsonl, loaded by datasets."""
     problem = get_problem("math")
     splits = problem.load_splits()
-    assert len(splits["train"]) + len(splits["validation"]) == 11
+    # as the local parquet test: 14 rows - "Level ?" - the binomial coefficient
+    assert len(splits["train"]) + len(splits["validation"]) == 12
     test = _by_prompt(splits["test"])
     fraction = test[
         "If $f(x) = \\frac{3x-2}{x-2}$, what is the value of $f(-2) +f(-1)+f(0)$? Express your answer as "
@@ -590,7 +598,7 @@ def test_a_bad_row_stops_the_load_naming_file_row_and_field(tmp_path, name, prob
 def test_ungradable_error_names_the_row(tmp_path):
     problem = _math_local(tmp_path, ungradable="error")
     with pytest.raises(
-        DataRowError, match=r"math-algebra-train\.parquet: row 2: field 'answer' is ungradable.*\(3, -1\)"
+        DataRowError, match=r"math-algebra-train\.parquet: row 3: field 'answer' is ungradable.*binom\{10\}\{3\}"
     ):
         problem.load_splits(["train"])
 
@@ -616,7 +624,7 @@ def test_malformed_prepared_rows_are_named_by_validate_row(tmp_path):
     problem = _math_local(tmp_path)
     row = problem.load_splits(["test"])["test"][0]
     for field, value, says in [
-        ("answer", "(1, 2)", "not an answer the grader can parse"),
+        ("answer", "\\binom{4}{2}", "not an answer the grader can parse"),
         ("completion", row["completion"].replace("####", "Answer:"), "does not end with the answer line"),
         ("id", "math-algebra-L3-0000000000000000", "field 'id'"),
         ("level", 7, "field 'level'"),
@@ -706,7 +714,7 @@ def test_generate_splits_draws_seeded_sizes_of_the_levels(tmp_path):
     assert splits == problem.generate_splits({"train": 3, "validation": 1, "test": 2}, levels=[1, 2, 3], seed=4)
     for split, rows in splits.items():
         assert {row["id"] for row in rows} <= {row["id"] for row in pools[split]}
-    with pytest.raises(ValueError, match=r"sizes\['test'\] asks for 9 rows but math's test split has 3"):
+    with pytest.raises(ValueError, match=r"sizes\['test'\] asks for 9 rows but math's test split has 4"):
         problem.generate_splits({"test": 9}, levels=[1, 2, 3, 4, 5], seed=0)
 
 

@@ -516,3 +516,24 @@ def test_a_step_of_mostly_unscorable_rewards_stops_training(tiny_model, arith_ro
     tolerant = _config("grpo", steps=2, max_unscorable_fraction=1.0)
     metrics = train_rl(model, tokenizer, arith_rows["train"], tolerant, tmp_path / "ck2", reward_fn=unscorable, seed=0)
     assert metrics["unscorable_total"] == 2 * BATCH
+
+
+def test_vllm_generation_happens_inside_the_method_the_trainer_wraps():
+    """With ``use_vllm`` (colocated or server), TRL samples in ``_generate_single_turn``, reached from
+    ``_generate_and_score_completions`` before ``_calculate_rewards``: the two methods StrategyGRPOTrainer
+    wraps see vLLM's completions as they see transformers' ones, so the rule hook still makes the advantages.
+    (The GPU check, scripts/gpu_check.sh, runs one such step for real.)"""
+    import dataclasses
+    import inspect
+
+    from trl import GRPOConfig, GRPOTrainer
+
+    outer = inspect.getsource(GRPOTrainer._generate_and_score_completions)
+    assert "self._generate(" in outer and "self._calculate_rewards(" in outer
+    assert outer.index("self._generate(") < outer.index("self._calculate_rewards("), "rewards are scored after sampling"
+    assert "self._generate_single_turn(" in inspect.getsource(GRPOTrainer._generate)
+    single = inspect.getsource(GRPOTrainer._generate_single_turn)
+    assert "if self.use_vllm" in single, "the vLLM branch is inside the sampling method"
+    fields = {f.name: f for f in dataclasses.fields(GRPOConfig)}
+    assert fields["use_vllm"].default is False and fields["vllm_mode"].default == "colocate"
+    assert "'server'" in fields["vllm_mode"].metadata["help"] and "'colocate'" in fields["vllm_mode"].metadata["help"]

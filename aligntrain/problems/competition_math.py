@@ -110,6 +110,8 @@ class MathProblem(HubProblem):
     levels: ClassVar[tuple[int, ...]] = LEVELS
     formats: ClassVar[dict[str, Format]] = {"MATH": MATH, "MATH-500": MATH_500}
     default_format: ClassVar[str] = "MATH"
+    #: MATH's answer kinds: intervals, tuples, sets, expressions, equations, text, matrices, ... (docs/grading.md)
+    grading_scope: ClassVar[str] = "math"
 
     train: Source = Field(
         Source(dataset=MATH_DATASET, revision=MATH_REVISION, subsets=tuple(SUBJECTS.values()), split="train"),

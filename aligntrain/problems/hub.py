@@ -301,11 +301,11 @@ def make_row(prefix: str, level: int, question: str, solution: str, answer: str)
     }
 
 
-def ungradable_reason(row: Mapping[str, Any]) -> str | None:
-    """Why today's grader cannot grade the row's gold (None: it grades the gold completion correct)."""
-    if verify.canonical_answer(row["answer"]) is None:
+def ungradable_reason(row: Mapping[str, Any], scope: str = "number") -> str | None:
+    """Why the grader (in ``scope``) cannot grade the row's gold (None: it grades the gold completion correct)."""
+    if verify.canonical_answer(row["answer"], scope=scope) is None:
         return f"today's grader cannot parse the gold answer {row['answer']!r}"
-    if not verify.grade(row["completion"], row["answer"]).correct:
+    if not verify.grade(row["completion"], row["answer"], scope=scope).correct:
         return f"today's grader does not grade the gold completion ({len(row['completion'])} characters) correct"
     return None
 
@@ -321,6 +321,8 @@ class HubProblem(rows.RowStore, Options):
 
     binary_rewards: ClassVar[bool] = True
     stop_text: ClassVar[str] = STOP_TEXT
+    #: the answer kinds the grader reads (aligntrain.grading: "number", or "math" for MATH's kinds)
+    grading_scope: ClassVar[str] = "number"
     #: the schemas a source of this problem may have, by ``Source.format``
     formats: ClassVar[dict[str, Format]]
     #: the schema of a source that names none
@@ -366,7 +368,7 @@ class HubProblem(rows.RowStore, Options):
 
     def ungradable_reason(self, row: Mapping[str, Any]) -> str | None:
         """Why the grader cannot grade the row's gold (None: it can); :func:`ungradable_reason` by default."""
-        return ungradable_reason(row)
+        return ungradable_reason(row, self.grading_scope)
 
     # ----------------------------------------------------------------- loading
 
@@ -477,22 +479,22 @@ class HubProblem(rows.RowStore, Options):
 
     def reward(self, completion: str, row: Mapping[str, Any]) -> float:
         """1.0 if the completion's answer equals the row's gold answer (``verify``), else 0.0."""
-        return 1.0 if verify.is_correct(completion, row["answer"]) else 0.0
+        return 1.0 if verify.is_correct(completion, row["answer"], scope=self.grading_scope) else 0.0
 
     def grade(self, completion: str, row: Mapping[str, Any]) -> verify.Verdict:
         """Answer text, answer class, correctness and reward of one completion."""
-        return verify.grade(completion, row["answer"])
+        return verify.grade(completion, row["answer"], scope=self.grading_scope)
 
     def gold_class(self, row: Mapping[str, Any]) -> str:
         """The answer class of the row's gold answer."""
-        gold = verify.canonical_answer(row["answer"])
+        gold = verify.canonical_answer(row["answer"], scope=self.grading_scope)
         if gold is None:
             raise ValueError(f"row {row.get('id')!r}: field 'answer' {row['answer']!r} is not a parseable answer")
         return gold
 
     def answer_class(self, completion: str) -> str | None:
         """The completion's canonical answer (None: no parseable answer)."""
-        return verify.canonical_answer(verify.extract_answer(completion))
+        return verify.canonical_answer(verify.extract_answer(completion), scope=self.grading_scope)
 
     def validate_row(self, row: Mapping[str, Any]) -> None:
         """Raise ValueError naming the row's id and the bad field if ``row`` is malformed.
@@ -510,7 +512,7 @@ class HubProblem(rows.RowStore, Options):
         if not (row["id"].startswith(f"{self.name}-") and row["id"].endswith(expected_end)):
             raise bad("id", f"is not '{self.name}-...{expected_end}' (the level and the hash of the problem)")
         answer = row["answer"]
-        if verify.canonical_answer(answer) is None:
+        if verify.canonical_answer(answer, scope=self.grading_scope) is None:
             raise bad("answer", f"{answer!r} is not an answer the grader can parse")
         if not row["completion"].endswith(f"\n{ANSWER_MARKER} {answer}\n"):
             raise bad("completion", f"does not end with the answer line '{ANSWER_MARKER} {answer}'")
