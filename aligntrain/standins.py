@@ -42,6 +42,7 @@ from typing import Any
 
 from aligntrain.io import write_text
 from aligntrain.models.tiny import build_char_tokenizer
+from aligntrain.problems import hydro
 from aligntrain.problems.hub import format_prompt
 from aligntrain.verify import ANSWER_MARKER
 
@@ -219,7 +220,8 @@ def write_standins(folder: str | Path, *, train_size: int = 256, test_size: int 
         paths[f"hh_rlhf_{split}"].write_bytes(gzip.compress(lines.encode(), mtime=0))
 
     texts = [value for record in [*train, *test] for value in record.values() if isinstance(value, str)]
-    texts += [format_prompt("?"), ANSWER_MARKER, "[user] [assistant] \n0123456789"]
+    # The 20 residues and the hydro task markers, so that the GPT-2 stand-in (ProtGPT2) reads hydro rows too.
+    texts += [format_prompt("?"), ANSWER_MARKER, "[user] [assistant] \n0123456789", hydro.ALPHABET, "U:C:"]
     tokenizer = build_char_tokenizer(texts)
     tokenizer.chat_template = CHAT_TEMPLATE
     for family in FAMILIES:

@@ -517,3 +517,22 @@ def test_rloo_cosine_to_the_pass_at_1_oracle_grows_towards_one_with_n():
     summary = summarize_cosines(frame).set_index("n")
     assert summary.loc[1024, "mean"] > 0.95 and summary.loc[1024, "nan_share"] == 0
     assert summary.loc[4, "mean"] < summary.loc[1024, "mean"] - 0.2 and summary.loc[4, "nan_share"] > 0
+
+
+def test_scores_of_a_gpt2_model_match_a_per_sample_autograd_loop(tiny_model, arith_rows):
+    """ProtGPT2's architecture (GPT-2: blocks in ``h``, final ``ln_f``, tuple outputs) scores as Llama does."""
+    from aligntrain.standins import tiny_causal_lm
+
+    _, tokenizer = tiny_model
+    model = tiny_causal_lm("gpt2", tokenizer).double().eval()  # GPT-2 has dropout: the reference runs without
+    prompts = [r["prompt"] for r in arith_rows["train"][:5]]
+    completions = random_completions(tokenizer, 5, seed=3)
+    scores = last_block_scores(model, tokenizer, prompts, completions, batch_size=2)
+    params = list(model.transformer.h[-1].parameters())
+    rows = []
+    for prompt, completion in zip(prompts, completions, strict=True):
+        prompt_ids = tokenizer(prompt)["input_ids"]
+        logp = torch.log_softmax(model(input_ids=torch.tensor([prompt_ids + completion])).logits[0], dim=-1)
+        total = sum(logp[len(prompt_ids) - 1 + j, t] for j, t in enumerate(completion))
+        rows.append(torch.cat([g.reshape(-1) for g in torch.autograd.grad(total, params)]))
+    torch.testing.assert_close(scores, torch.stack(rows), rtol=1e-9, atol=1e-11)

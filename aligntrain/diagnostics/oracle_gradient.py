@@ -230,13 +230,34 @@ def _token_sequences(
     return encoded
 
 
+def decoder_layers(decoder: Any) -> list[Any]:
+    """The transformer blocks of a decoder: ``layers`` (Llama, Mistral, Qwen) or ``h`` (GPT-2, ProtGPT2)."""
+    for name in ("layers", "h"):
+        if hasattr(decoder, name):
+            return list(getattr(decoder, name))
+    raise ValueError(f"{type(decoder).__name__} has neither `layers` nor `h`: an architecture this diagnostic lacks")
+
+
+def final_norm(decoder: Any) -> Any:
+    """The norm after the last block: ``norm`` (Llama, Mistral, Qwen) or ``ln_f`` (GPT-2)."""
+    for name in ("norm", "ln_f"):
+        if hasattr(decoder, name):
+            return getattr(decoder, name)
+    raise ValueError(f"{type(decoder).__name__} has neither `norm` nor `ln_f`: an architecture this diagnostic lacks")
+
+
 def _split_layers(model: Any, layer: int) -> tuple[Any, list[Any]]:
     """The differentiated decoder layer and the layers above it."""
-    layers = list(model.get_decoder().layers)
+    layers = decoder_layers(model.get_decoder())
     if not is_int(layer) or not -len(layers) <= layer < len(layers):
         raise ValueError(f"layer must be an integer index into the model's {len(layers)} decoder layers, got {layer!r}")
     index = int(layer) % len(layers)
     return layers[index], layers[index + 1 :]
+
+
+def _hidden(out: Any) -> Tensor:
+    """A block's hidden states: the tensor itself, or the first element of the tuple some blocks return."""
+    return out[0] if isinstance(out, tuple) else out
 
 
 def _split_batched(kwargs: Mapping[str, Any], batch: int) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -265,7 +286,7 @@ def last_block_scores(
 
     log π(y|x) is summed over the completion's tokens (EOS included, as
     ``Completion.token_ids`` stores it) at temperature 1. Columns follow
-    ``model.get_decoder().layers[layer].named_parameters()``, each parameter
+    ``decoder_layers(model.get_decoder())[layer].named_parameters()``, each parameter
     flattened, in that order. ``layer = -1`` (default) is the last transformer block,
     where TEA §4.6 measures its cosines. ``prompts`` is one prompt (text or ids) for
     all completions or one per completion. Rows have the model's dtype.
@@ -285,7 +306,7 @@ def last_block_scores(
     batch_size = check_int(batch_size, "batch_size", minimum=1)
     prompt_ids = _token_sequences(tokenizer, prompts, len(completions))
     block, above = _split_layers(model, layer)
-    decoder, head = model.get_decoder(), model.get_output_embeddings()
+    head, norm = model.get_output_embeddings(), final_norm(model.get_decoder())
     block_params = {name: p.detach() for name, p in block.named_parameters()}
     width = sum(p.numel() for p in block_params.values())
     device = next(model.parameters()).device
@@ -304,10 +325,10 @@ def last_block_scores(
             return tuple(t.unsqueeze(0) for t in value) if isinstance(value, tuple) else value.unsqueeze(0)
 
         kwargs = {**shared, **{k: one(v) for k, v in batched.items()}}
-        out = functional_call(block, params, (hidden.unsqueeze(0),), kwargs)
+        out = _hidden(functional_call(block, params, (hidden.unsqueeze(0),), kwargs))
         for upper in above:
-            out = upper(out, **kwargs)
-        logits = head(decoder.norm(out))[0]
+            out = _hidden(upper(out, **kwargs))
+        logits = head(norm(out))[0]
         token_logp = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
         return (token_logp * weights).sum()
 
