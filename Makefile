@@ -45,6 +45,12 @@ venv-gpu: $(VENV_GPU)/.installed
 check-gpu-env:
 	scripts/check_gpu_env.sh
 
+# Where a GPU is lent: vLLM vs HF pool generation, bf16 log-probabilities vLLM vs HF, one GRPO
+# step with vLLM colocated, one QLoRA SFT step, on a small local model (build/gpu_check.json).
+.PHONY: gpu-check
+gpu-check: $(VENV_GPU)/.installed
+	$(BIN_GPU)/python scripts/gpu_check.py
+
 # The default study: DVC's stage graph run by the Prefect study flow (flows/study.py),
 # CONCURRENCY stages at a time, each in a workspace of its own; the checkout then
 # reproduces everything from DVC's run-cache. `make study-plain` is `dvc repro` alone.

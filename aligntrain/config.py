@@ -256,6 +256,14 @@ class RLSettings(OptimConfig):
     temperature: Real = Field(1.0, gt=0, description="Sampling temperature of the training rollouts.")
     max_completion_length: StrictInt = Field(64, ge=1, description="Longest training rollout, in tokens.")
     beta: Real = Field(0.0, ge=0, description="KL coefficient to the warm-up policy (0: no reference model).")
+    vllm: Literal["off", "colocate", "server"] = Field(
+        "off",
+        description="Training rollouts by vLLM through TRL (GPU environment): 'colocate' shares the training GPU, "
+        "'server' asks a `trl vllm-serve` process (more GPUs); 'off': transformers' generate.",
+    )
+    vllm_gpu_memory_utilization: Real = Field(
+        0.3, gt=0, le=1, description="Share of the GPU vLLM may take when colocated (the rest trains)."
+    )
     reward_timeout_s: Real | None = Field(
         5.0, gt=0, description="Per-sample reward deadline in seconds; a late reward is unscorable (None: none)."
     )

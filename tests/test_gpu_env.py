@@ -101,3 +101,17 @@ def test_the_gpu_set_resolves_with_pips_resolver():
         pytest.skip(out.stdout.strip() or "the package index is unreachable")
     assert out.returncode == 0, f"{out.stdout}\n{out.stderr[-6000:]}"
     assert "OK:" in out.stdout
+
+
+def test_the_gpu_check_says_where_to_run_it_when_there_is_no_gpu():
+    import subprocess
+    import sys
+
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: `make gpu-check` runs the real check")
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gpu_check.py")], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 2 and "no CUDA device" in run.stdout

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -537,3 +538,19 @@ def test_vllm_generation_happens_inside_the_method_the_trainer_wraps():
     fields = {f.name: f for f in dataclasses.fields(GRPOConfig)}
     assert fields["use_vllm"].default is False and fields["vllm_mode"].default == "colocate"
     assert "'server'" in fields["vllm_mode"].metadata["help"] and "'colocate'" in fields["vllm_mode"].metadata["help"]
+
+
+def test_the_rl_section_turns_vllm_rollouts_on_in_trl():
+    from aligntrain.config import RLConfig
+    from aligntrain.training.rl import grpo_config
+
+    off = grpo_config(RLConfig(rule="grpo", batch_size=8, num_generations=4), Path("unused"), seed=0)
+    assert off.use_vllm is False
+    on = grpo_config(
+        RLConfig(rule="grpo", batch_size=8, num_generations=4, vllm="server", vllm_gpu_memory_utilization=0.5),
+        Path("unused"),
+        seed=0,
+    )
+    assert (on.use_vllm, on.vllm_mode, on.vllm_gpu_memory_utilization) == (True, "server", 0.5)
+    with pytest.raises(ValueError, match="vllm"):
+        RLConfig(rule="grpo", vllm="sometimes")

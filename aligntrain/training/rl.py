@@ -422,6 +422,11 @@ def grpo_config(config: RLConfig, checkpoint_dir: Path, *, seed: int) -> GRPOCon
         scale_rewards="none",
         loss_type=config.resolved_loss_type,
         beta=config.beta,
+        # vLLM samples inside the TRL methods the trainer wraps (tests/test_rl.py pins that), so the rule
+        # still makes the advantages; the policy's log π for the loss comes from the training model.
+        use_vllm=config.vllm != "off",
+        vllm_mode="colocate" if config.vllm == "off" else config.vllm,
+        vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization,
     )
 
 
