@@ -183,7 +183,7 @@ STAGES: tuple[Stage, ...] = (
         lambda p, v: {"warmup": p.warmup.model_dump()},
         accelerator=True,
         deps=("data", "models/base", *_TRAINING_CODE),
-        params=("study.seed", "model.max_length", "warmup"),
+        params=("study.seed", "model", "warmup"),
         outs=("models/warmup",),
     ),
     Stage(
@@ -202,7 +202,7 @@ STAGES: tuple[Stage, ...] = (
             "aligntrain/problems",
             "aligntrain/verify.py",
         ),
-        params=("study.seed", "model.max_length", "train", "rl", "variants.{v}"),
+        params=("study.seed", "model", "problem", "train", "rl", "variants.{v}"),
         outs=("models/variants/{v}",),
     ),
     Stage(
@@ -220,7 +220,7 @@ STAGES: tuple[Stage, ...] = (
             "aligntrain/verify.py",
             "aligntrain/stages/evaluation.py",
         ),
-        params=("study.seed", "rollouts"),
+        params=("study.seed", "model", "problem", "rollouts"),
         outs=("pools/{v}.parquet",),
     ),
     Stage(
@@ -275,6 +275,8 @@ STAGES: tuple[Stage, ...] = (
             "diagnostics.budgets",
             "diagnostics.tail_fraction",
             "diagnostics.majority_consensus",
+            "model",
+            "problem",
             "rollouts.max_new_tokens",
         ),
         outs=("diagnoses/{v}",),
@@ -294,7 +296,7 @@ STAGES: tuple[Stage, ...] = (
             "aligntrain/rollouts",
         ),
         # The rules compared are those of every RL variant of the catalog, hence all of `variants`.
-        params=("study.seed", "rollouts", "diagnostics.oracle", "variants"),
+        params=("study.seed", "model", "problem", "rollouts", "diagnostics.oracle", "variants"),
         outs=("diagnoses/oracle_gradient",),
         metrics=("metrics/diagnostics/oracle_gradient.json",),
         artifacts=(("diagnoses/oracle_gradient/summary.csv", None),),

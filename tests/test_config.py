@@ -31,7 +31,8 @@ def test_default_and_smoke_profiles_are_valid():
     params = load_params(ROOT / "params.yaml")
     assert params.variants["pass_at_n"].options.budget >= 1
     for profile in sorted([*(ROOT / "profiles").glob("*.yaml"), *(ROOT / "pipelines").glob("*/*.yaml")]):
-        if profile.name in ("dvc.yaml", "dvc.lock") or profile.name.startswith("accelerate"):
+        # standin.yaml is an overlay, validated laid over its study (tests/test_standins.py).
+        if profile.name in ("dvc.yaml", "dvc.lock", "standin.yaml") or profile.name.startswith("accelerate"):
             continue
         load_params(profile)
 
