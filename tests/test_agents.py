@@ -244,7 +244,8 @@ def test_stages_ran_on_both_workers(agents):
 
 def test_the_submitting_clone_ends_clean_and_identical_to_a_plain_repro(agents, plain):
     submitter = agents["clones"]["submitter"]
-    status = _run(["dvc", "status", "--json"], submitter, agents["env"])
+    # The root study only: the pipelines/<study>/ folders are studies of their own, not run here.
+    status = _run(["dvc", "status", "dvc.yaml", "--json"], submitter, agents["env"])
     assert json.loads(status.stdout or "{}") == {}
     assert "in the checkout at the end: compare, report" in agents["output"]
     assert "the final reproduction computed" not in agents["output"], "every agent stage restored, none recomputed"
@@ -386,7 +387,7 @@ def test_a_lost_worker_is_retried_and_the_stage_resumes_from_its_checkpoint(agen
     assert len(finished) == 1 and finished[0].data.metrics["resumed_from_step"] >= 4
     assert {r.info.status for r in trains} == {"FINISHED", "KILLED"}, "the lost run is closed with the study"
 
-    status = _run(["dvc", "status", "--json"], submitter, env)
+    status = _run(["dvc", "status", "dvc.yaml", "--json"], submitter, env)
     assert json.loads(status.stdout or "{}") == {}
     for obj in (agents["remote"] / "files" / "md5").rglob("*"):
         if obj.is_file():  # content-addressed: a half-written object would not match its name

@@ -117,7 +117,7 @@ def test_mlflow_runs(smoke_study):
 
 
 def test_dvc_knows_what_a_change_invalidates(smoke_study):
-    status = _run([str(BIN / "dvc"), "status", "--json"], cwd=smoke_study, scratch=smoke_study.parent)
+    status = _run([str(BIN / "dvc"), "status", "dvc.yaml", "--json"], cwd=smoke_study, scratch=smoke_study.parent)
     assert json.loads(status.stdout or "{}") == {}, "nothing to do right after a repro"
     params_file = smoke_study / "params.yaml"
     original = params_file.read_text()
@@ -127,11 +127,11 @@ def test_dvc_knows_what_a_change_invalidates(smoke_study):
         # diagnostic, which compares the rules of the catalog's RL variants, is affected.
         params["variants"]["rloo"]["rule"] = "grpo"
         params_file.write_text(yaml.safe_dump(params, sort_keys=False))
-        status = _run([str(BIN / "dvc"), "status", "--json"], cwd=smoke_study, scratch=smoke_study.parent)
+        status = _run([str(BIN / "dvc"), "status", "dvc.yaml", "--json"], cwd=smoke_study, scratch=smoke_study.parent)
         assert set(json.loads(status.stdout or "{}")) <= {"oracle_gradient"}
-        params["variants"]["pass_at_n"]["n"] = 8
+        params["variants"]["pass_at_n"]["budget"] = 8
         params_file.write_text(yaml.safe_dump(params, sort_keys=False))
-        status = _run([str(BIN / "dvc"), "status", "--json"], cwd=smoke_study, scratch=smoke_study.parent)
+        status = _run([str(BIN / "dvc"), "status", "dvc.yaml", "--json"], cwd=smoke_study, scratch=smoke_study.parent)
         changed = set(json.loads(status.stdout))
         assert "train@pass_at_n" in changed
         assert not {"train@ce", "train@warmup", "train@grpo", "warmup", "pretrain", "prepare"} & changed
@@ -166,7 +166,7 @@ def test_flow_gives_the_files_of_a_plain_repro(flow_study, smoke_study):
     reference = yaml.safe_load((smoke_study / "dvc.lock").read_text())["stages"]
     for stage in ("prepare", "pretrain", "warmup", "train@ce", "rollouts@ce", "evaluate@ce", "synthetic"):
         assert lock[stage] == reference[stage], stage
-    status = _run([str(BIN / "dvc"), "status", "--json"], cwd=study, scratch=study.parent)
+    status = _run([str(BIN / "dvc"), "status", "dvc.yaml", "--json"], cwd=study, scratch=study.parent)
     assert json.loads(status.stdout or "{}") == {}
     assert not list((study / "build" / "workspaces").glob("*/*")), "workspaces are removed after success"
 
