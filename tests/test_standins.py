@@ -213,3 +213,45 @@ def test_tang_math_runs_end_to_end_on_stand_ins(tmp_path):
     for variant in rl_variants:
         assert f"| `{variant}` | rl | " in report, variant
     assert "Not computed: no RL variant in the catalog" not in report
+
+
+@pytest.mark.slow
+def test_tea_ultrafeedback_runs_end_to_end_on_stand_ins(tmp_path):
+    """pipelines/tea_ultrafeedback: a tiny Llama policy with a chat template, RL rewarded by a tiny Llama reward
+    classifier on UltraFeedback-schema prompts; pools scored by the same reward model, max@k evaluated."""
+    dest = tmp_path / "run"
+    _run_standin("tea_ultrafeedback", dest)
+    study = dest / "pipelines" / "tea_ultrafeedback"
+    params = yaml.safe_load((study / "params.yaml").read_text())
+    assert params["study"]["run"] == ["warmup", "grpo", "tea", "prefix_tea"]
+    prompts, samples = params["problem"]["test_size"], params["rollouts"]["samples_per_prompt"]
+    rewards = {}
+    for variant in params["study"]["run"]:
+        overall = json.loads((study / "metrics" / f"{variant}.json").read_text())["overall"]
+        assert overall["prompts"] == prompts and "max@16" in overall, variant
+        pool = pq.read_table(study / "pools" / f"{variant}.parquet")
+        assert pool.num_rows == prompts * samples
+        assert json.loads(pool.schema.metadata[b"aligntrain.sampler"])["backend"] == "hf"
+        rewards[variant] = pool.column("reward").to_pylist()
+        assert all(r == r for r in rewards[variant]), "every sample scored by the reward model"
+    # RL moved the policy: the pools of the RL variants differ from the starting policy's.
+    assert any(rewards[v] != rewards["warmup"] for v in ("grpo", "tea", "prefix_tea"))
+    warmup = _weights(study / "models" / "warmup")
+    tea = _weights(study / "models" / "variants" / "tea")
+    assert any(not tea[k].equal(warmup[k]) for k in warmup), "TEA trained the policy"
+
+
+@pytest.mark.slow
+def test_cat_protein_bon_runs_end_to_end_on_stand_ins(tmp_path):
+    """pipelines/cat_protein_bon: a tiny GPT-2 (ProtGPT2's architecture) on the hydro rewards, CAT best-of-N RL."""
+    dest = tmp_path / "run"
+    _run_standin("cat_protein_bon", dest)
+    study = dest / "pipelines" / "cat_protein_bon"
+    params = yaml.safe_load((study / "params.yaml").read_text())
+    for variant in params["study"]["run"]:
+        overall = json.loads((study / "metrics" / f"{variant}.json").read_text())["overall"]
+        assert overall["prompts"] == params["problem"]["test_size"] and "max@16" in overall, variant
+        config = json.loads((study / "models" / "variants" / variant / "config.json").read_text())
+        assert config["architectures"] == ["GPT2LMHeadModel"], variant
+    summary = (study / "diagnoses" / "oracle_gradient" / "summary.csv").read_text()
+    assert "cat_best_of_n" in summary, "the oracle gradient scored the GPT-2 block"
