@@ -155,6 +155,8 @@ def _train_logged(params: Params, variant: str | None) -> dict:
 # Library code each kind of stage runs: a change there re-runs the stage.
 _TRAINING_CODE = ("aligntrain/models", "aligntrain/training", "aligntrain/stages/training.py")
 _DIAGNOSTICS_CODE = ("aligntrain/diagnostics", "aligntrain/stages/diagnostics.py")
+# What decides a reward: the problems, the grader and the reward models.
+_GRADING_CODE = ("aligntrain/problems", "aligntrain/verify.py", "aligntrain/grading", "aligntrain/rewards.py")
 
 STAGES: tuple[Stage, ...] = (
     Stage(
@@ -162,7 +164,7 @@ STAGES: tuple[Stage, ...] = (
         "Generate (or load) and validate the train/val/test rows and the pretraining corpus.",
         _prepare,
         lambda p, v: {"problem": p.problem.model_dump(), "seed": p.study.seed},
-        deps=("aligntrain/problems", "aligntrain/verify.py", "aligntrain/stages/prepare.py"),
+        deps=(*_GRADING_CODE, "aligntrain/stages/prepare.py"),
         params=("study.seed", "problem"),
         outs=("data",),
     ),
@@ -199,8 +201,7 @@ STAGES: tuple[Stage, ...] = (
             *_TRAINING_CODE,
             "aligntrain/losses.py",
             "aligntrain/advantages",
-            "aligntrain/problems",
-            "aligntrain/verify.py",
+            *_GRADING_CODE,
         ),
         params=("study.seed", "model", "problem", "train", "rl", "variants.{v}"),
         outs=("models/variants/{v}",),
@@ -216,8 +217,8 @@ STAGES: tuple[Stage, ...] = (
             "data/test.parquet",
             "models/variants/{v}",
             "aligntrain/rollouts",
-            "aligntrain/problems",
-            "aligntrain/verify.py",
+            *_GRADING_CODE,
+            "aligntrain/models",
             "aligntrain/stages/evaluation.py",
         ),
         params=("study.seed", "model", "problem", "rollouts"),
@@ -234,6 +235,8 @@ STAGES: tuple[Stage, ...] = (
             "pools/{v}.parquet",
             "aligntrain/evaluation",
             "aligntrain/estimators.py",
+            "aligntrain/rollouts/pool.py",
+            *_GRADING_CODE,
             "aligntrain/stages/evaluation.py",
         ),
         params=("evaluate",),
@@ -269,7 +272,15 @@ STAGES: tuple[Stage, ...] = (
         _diagnose,
         _variant_and("diagnostics"),
         per_variant=True,
-        deps=("data/test.parquet", "pools/{v}.parquet", "models/variants/{v}", *_DIAGNOSTICS_CODE),
+        deps=(
+            "data/test.parquet",
+            "pools/{v}.parquet",
+            "models/variants/{v}",
+            *_DIAGNOSTICS_CODE,
+            "aligntrain/rollouts",
+            "aligntrain/models",
+            *_GRADING_CODE,
+        ),
         params=(
             "study.seed",
             "diagnostics.budgets",
@@ -294,6 +305,8 @@ STAGES: tuple[Stage, ...] = (
             *_DIAGNOSTICS_CODE,
             "aligntrain/advantages",
             "aligntrain/rollouts",
+            "aligntrain/models",
+            *_GRADING_CODE,
         ),
         # The rules compared are those of every RL variant of the catalog, hence all of `variants`.
         params=("study.seed", "model", "problem", "rollouts", "diagnostics.oracle", "variants"),

@@ -14,8 +14,8 @@ import mpmath
 import pytest
 import torch
 
-from aligntrain.advantages import compute_advantages, expected_max_standard_normal, tail_constants
-from aligntrain.advantages.tea import prefix_cancellation_weights
+from aligntrain.advantages import compute_advantages, expected_max_standard_normal, parse_rule, tail_constants
+from aligntrain.advantages.tea import TEA, prefix_cancellation_weights
 
 ALPHA = 0.25
 N_TARGET = 128
@@ -198,3 +198,15 @@ def test_stabilised_default_converges_to_the_biased_population_limit(rule):
     mean, se = monte_carlo(rule, 1024, GROUPS[1024])
     assert ((mean - limit).abs() < 4 * se + 0.01 * limit).all(), (mean, limit)
     assert mean[0] > 1.15  # 15%+ above the true ∂μ = 1, at the largest n
+
+
+@pytest.mark.parametrize("name", ["tea", "prefix_tea"])
+def test_a_tail_of_one_rollout_is_refused_because_every_advantage_would_be_zero(name):
+    rule = parse_rule(name, {"alpha": 0.25, "budget": 16})
+    rewards = torch.tensor([[0.1, -0.3, 0.25, 0.05]])
+    # What the check prevents: with ⌈α n⌉ = 1 the shaped reward is 0 for every rollout.
+    assert torch.equal(TEA(alpha=0.25, budget=16).advantages(rewards, None), torch.zeros_like(rewards))
+    with pytest.raises(ValueError, match=r"the tail holds ⌈α n⌉ = 1 rollout .* every advantage would be 0"):
+        rule.check_fits(group_size=4)
+    rule.check_fits(group_size=8)  # ⌈0.25 · 8⌉ = 2
+    parse_rule(name, {"alpha": 0.5, "budget": 16}).check_fits(group_size=4)

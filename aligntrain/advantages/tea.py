@@ -115,6 +115,14 @@ class TEA(RuleOptions):
     positive_part: StrictBool = Field(True, description="Use g⁺ = max(g, 0) (TEA eq. 16) instead of the raw g.")
     center: StrictBool = Field(True, description="Subtract the group mean of the shaped rewards.")
 
+    def check_group_size(self, group_size: int) -> None:
+        # A tail of one rollout has q̂ = its reward: g is 0 for every rollout, so the rule would train nothing.
+        if tail_count(self.alpha, group_size) < 2:
+            raise ValueError(
+                f"the tail holds ⌈α n⌉ = {tail_count(self.alpha, group_size)} rollout with alpha = {self.alpha} and "
+                f"n = {group_size}: every advantage would be 0; raise alpha or the group size (α n > 1)"
+            )
+
     def advantages(self, rewards: Tensor, context: RuleContext) -> Tensor:
         kappa = tail_constants(self.alpha, self.budget).kappa
         scores = _stabilise(tail_shaped_reward(rewards, self.alpha, kappa), self.positive_part)
@@ -172,6 +180,7 @@ class PrefixTEA(TEA):
             raise ValueError(f"option prefixes defaults to (n/2, n), which needs n >= 4 (n = {group_size})")
         if self.prefixes is not None and self.prefixes[-1] != group_size:
             raise ValueError(f"option prefixes must end at the group size n = {group_size}, got {self.prefixes}")
+        super().check_group_size(group_size)  # the whole group's tail; a smaller prefix's may hold one rollout
 
     def advantages(self, rewards: Tensor, context: RuleContext) -> Tensor:
         n = rewards.shape[1]
