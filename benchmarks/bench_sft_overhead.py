@@ -110,7 +110,7 @@ def whole_steps(tokenizer, rows, names, rounds: int, steps: int, batch_size: int
     return clocks
 
 
-def paired_steps(tokenizer, rows, names, repeats: int, batch_size: int) -> dict[str, dict[str, np.ndarray]]:
+def paired_steps(tokenizer, rows, names, repeats: int, batch_size: int):
     """CPU and wall seconds of each part of a step, (repeats,) per part and objective, interleaved step by step.
 
     One ``StrategySFTTrainer`` per objective, each with its own model (same
@@ -161,7 +161,54 @@ def paired_steps(tokenizer, rows, names, repeats: int, batch_size: int) -> dict[
                 wall[name][part][r] = marks[i + 1][0] - marks[i][0]
                 cpu[name][part][r] = marks[i + 1][1] - marks[i][1]
     drop = lambda t: {n: {p: v[1:] for p, v in row.items()} for n, row in t.items()}  # noqa: E731
-    return {"wall": drop(wall), "cpu": drop(cpu)}
+    return {"wall": drop(wall), "cpu": drop(cpu)}, trainers, batches[0]
+
+
+def loss_head(trainers: dict[str, StrategySFTTrainer], batch: dict, repeats: int) -> dict[str, float]:
+    """Median CPU µs of what differs between CE's step and a sequence objective's: the loss on the log-probs.
+
+    Both run the same fused-LM-head forward (``fused_lm_head=True``); from its
+    per-token log-probabilities (here a leaf tensor), CE is TRL's token-mean
+    reduction plus its logged entropy and token accuracy; a sequence objective
+    is the trainer's step generator, ``sample_loss(...).mean()`` and its logged
+    metrics (``_log_batch``). Each includes the backward down to the log-probs.
+    ``contrastive`` needs the full logits (a different forward), so it is not here.
+    """
+    from aligntrain.objectives import ScoredBatch
+
+    ce = trainers["ce"]
+    model = ce.model
+    with torch.no_grad():
+        outputs = model(**{**batch, "use_cache": False}, fused_lm_head=True)
+    mask = batch["labels"][:, 1:] != -100
+
+    def ce_head():
+        log_probs = outputs.log_probs.detach().requires_grad_()
+        loss = -log_probs.sum() / outputs.label_mask.sum().clamp(min=1)
+        num_valid = outputs.label_mask.sum()
+        ce._metrics["train"]["entropy"].append((outputs.entropy.sum() / num_valid).item())
+        ce._metrics["train"]["mean_token_accuracy"].append((outputs.is_top1.sum() / num_valid).item())
+        loss.backward()
+
+    def sequence_head(trainer):
+        log_probs = outputs.log_probs.detach().requires_grad_()
+        scored = ScoredBatch(log_probs, mask, batch["labels"][:, 1:], None, trainer.step_generator(log_probs.device))
+        loss = trainer.objective.sample_loss(scored).mean()
+        trainer._log_batch("train", scored)
+        loss.backward()
+
+    heads = {"ce": ce_head}
+    heads.update(
+        {n: (lambda t=t: sequence_head(t)) for n, t in trainers.items() if n != "ce" and not t.objective.needs_logits}
+    )
+    times = {n: [] for n in heads}
+    for r in range(repeats + 1):
+        for name, head in heads.items():
+            start = time.thread_time()
+            head()
+            if r:
+                times[name].append(time.thread_time() - start)
+    return {n: 1e6 * statistics.median(t) for n, t in times.items()}
 
 
 def ratio_interval(ratios: np.ndarray, seed: int = 0) -> tuple[float, float, float]:
@@ -196,7 +243,7 @@ def main() -> None:
     )
 
     start = time.perf_counter()
-    steps = paired_steps(tokenizer, rows, names, args.repeats, args.batch_size)
+    steps, trainers, first_batch = paired_steps(tokenizer, rows, names, args.repeats, args.batch_size)
     total = {k: {n: sum(parts.values()) for n, parts in t.items()} for k, t in steps.items()}
     print(
         f"\n(a) trainer steps interleaved step by step, {args.repeats} batches, the same for every objective "
@@ -220,6 +267,16 @@ def main() -> None:
         ratio, low, high = ratio_interval(total["cpu"][name] / total["cpu"]["ce"])
         verdict = "met" if high <= 1.03 else ("not met" if low > 1.03 else "undecided at this precision")
         print(f"ratio {name}/ce (CPU per step): {ratio:.3f} [{low:.3f}, {high:.3f}] (aim <= 1.03: {verdict})")
+
+    heads = loss_head(trainers, first_batch, repeats=200)
+    step_us = 1e6 * np.median(total["cpu"]["ce"])
+    print(
+        f"\n(c) the loss on the fused head's log-probabilities alone, forward and backward, median CPU µs "
+        f"(200 calls), and its difference from ce's as a share of ce's step ({step_us / 1000:.1f} ms CPU):"
+    )
+    print(f"{'objective':<13}{'µs':>8}{'- ce, share of step':>22}")
+    for name, us in heads.items():
+        print(f"{name:<13}{us:>8.0f}{(us - heads['ce']) / step_us:>22.3%}")
 
     start = time.perf_counter()
     clocks = whole_steps(tokenizer, rows, names, args.rounds, args.steps, args.batch_size)
