@@ -1,6 +1,6 @@
 """The advantage-rule hook's RL step against TRL's own GRPO advantage, through the real trainers.
 
-    .venv/bin/python benchmarks/bench_rl_overhead.py [--quick] [--repeats 6] [--rounds 1] [--steps 3]
+    .venv/bin/python benchmarks/bench_rl_overhead.py [--quick] [--repeats 5] [--rounds 1] [--steps 3]
 
 Baseline: plain ``trl.GRPOTrainer`` with the ``GRPOConfig`` that
 :func:`aligntrain.training.rl.grpo_config` makes (``scale_rewards="none"``: TRL's
@@ -226,7 +226,7 @@ def ratio_interval(ratios: np.ndarray, seed: int = 0) -> tuple[float, float, flo
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=6, help="steps per variant, interleaved step by step")
+    parser.add_argument("--repeats", type=int, default=5, help="steps per variant, interleaved step by step")
     parser.add_argument("--rounds", type=int, default=1, help="whole runs per variant (interleaved)")
     parser.add_argument("--steps", type=int, default=3, help="steps per whole run (the first is dropped)")
     parser.add_argument("--batch-size", type=int, default=64, help="completions per step (the study's rl.batch_size)")
