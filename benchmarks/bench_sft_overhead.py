@@ -15,11 +15,15 @@ median per part, and the median of the per-batch ratios to ``ce`` with a 95%
 bootstrap interval; the aim (≤ 3%) counts as met when the interval's upper end
 is ≤ 1.03.
 
-(b) Whole runs of :func:`aligntrain.training.sft.train_sft`, interleaved by run:
+(b) What differs between the steps: from the same fused-LM-head
+log-probabilities, CE's reduction and logged metrics against each sequence
+objective's loss and ``_log_batch``, with their backward (:func:`loss_head`).
+
+(c) Whole runs of :func:`aligntrain.training.sft.train_sft`, interleaved by run:
 a callback reads the clock at each ``on_step_end``, so a step is one whole
 iteration of the trainer's loop, fetching and collating the batch included
 (the first step of each run dropped). Runs are seconds apart, so these ratios
-carry the machine's load changes; (a) is the measurement.
+carry the machine's load changes; (a) and (b) are the measurement.
 
 Wall time (``perf_counter``) and the main thread's CPU time (``thread_time``;
 torch runs on one thread, so the step's whole computation is on it).
@@ -271,7 +275,7 @@ def main() -> None:
     heads = loss_head(trainers, first_batch, repeats=200)
     step_us = 1e6 * np.median(total["cpu"]["ce"])
     print(
-        f"\n(c) the loss on the fused head's log-probabilities alone, forward and backward, median CPU µs "
+        f"\n(b) the loss on the fused head's log-probabilities alone, forward and backward, median CPU µs "
         f"(200 calls), and its difference from ce's as a share of ce's step ({step_us / 1000:.1f} ms CPU):"
     )
     print(f"{'objective':<13}{'µs':>8}{'- ce, share of step':>22}")
@@ -281,7 +285,7 @@ def main() -> None:
     start = time.perf_counter()
     clocks = whole_steps(tokenizer, rows, names, args.rounds, args.steps, args.batch_size)
     print(
-        f"\n(b) whole optimizer steps through train_sft (data loading and the loop included): {args.rounds} runs x "
+        f"\n(c) whole optimizer steps through train_sft (data loading and the loop included): {args.rounds} runs x "
         f"{args.steps - 1} kept steps per objective ({time.perf_counter() - start:.0f} s); medians:"
     )
     base_wall, base_cpu = (statistics.median(getattr(clocks["ce"], k)) for k in ("wall", "cpu"))
