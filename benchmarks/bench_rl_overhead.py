@@ -1,6 +1,6 @@
 """The advantage-rule hook's RL step against TRL's own GRPO advantage, through the real trainers.
 
-    .venv/bin/python benchmarks/bench_rl_overhead.py [--quick] [--repeats 5] [--rounds 1] [--steps 3]
+    .venv/bin/python benchmarks/bench_rl_overhead.py [--quick] [--repeats 8] [--rounds 1] [--steps 3]
 
 Baseline: plain ``trl.GRPOTrainer`` with the ``GRPOConfig`` that
 :func:`aligntrain.training.rl.grpo_config` makes (``scale_rewards="none"``: TRL's
@@ -207,7 +207,7 @@ def advantage_only(args, tokenizer, rows, repeats: int) -> dict[str, tuple[float
     baseline = cpu_us(lambda: trl_advantage(rewards_per_func, weights, n))
     out = {"trl": (baseline, baseline, baseline)}
     with tempfile.TemporaryDirectory() as tmp, quiet():
-        for variant in RULES:
+        for variant in VARIANTS[1:]:
             trainer = _trainer(variant, 10, args, tokenizer, rows, tmp)
             trainer.model.train()
             rewards = rewards_per_func.view(-1, n)
@@ -226,18 +226,20 @@ def ratio_interval(ratios: np.ndarray, seed: int = 0) -> tuple[float, float, flo
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5, help="steps per variant, interleaved step by step")
+    parser.add_argument("--repeats", type=int, default=8, help="steps per variant, interleaved step by step")
     parser.add_argument("--rounds", type=int, default=1, help="whole runs per variant (interleaved)")
     parser.add_argument("--steps", type=int, default=3, help="steps per whole run (the first is dropped)")
     parser.add_argument("--batch-size", type=int, default=64, help="completions per step (the study's rl.batch_size)")
     parser.add_argument("--group", type=int, default=8, help="rollouts per prompt (the study's rl.num_generations)")
     parser.add_argument("--max-completion-length", type=int, default=48, help="the study's rl.max_completion_length")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the study's default is 1)")
-    parser.add_argument("--quick", action="store_true", help="smoke run: 8 completions, 2 repeats, 1 run of 2 steps")
+    parser.add_argument("--rules", nargs="+", choices=list(RULES), default=list(RULES), help="rules against TRL")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 16 completions, 2 repeats, 1 run of 2 steps")
     args = parser.parse_args()
     if args.quick:
         args.repeats, args.rounds, args.steps, args.batch_size, args.max_completion_length = 2, 1, 2, 16, 8
 
+    VARIANTS[:] = ["trl", *args.rules]
     torch.set_num_threads(args.threads)
     problem = get_problem("arith")
     prompts = args.batch_size // args.group * max(args.repeats + 1, args.steps)
@@ -263,7 +265,7 @@ def main() -> None:
             f"{variant:<15}{np.mean(steps['tokens'][variant]):>8.0f}{np.median(steps['wall'][variant]):>9.3f}"
             f"{np.median(steps['cpu'][variant]):>8.3f}{ratio:>10.3f} [{low:.3f}, {high:.3f}]{wall_ratio:>14.3f}"
         )
-    for variant in RULES:
+    for variant in VARIANTS[1:]:
         ratio, low, high = ratio_interval(steps["cpu"][variant] / steps["cpu"]["trl"])
         verdict = "met" if high <= 1.03 else ("not met" if low > 1.03 else "undecided at this precision")
         print(f"ratio {variant}/trl (CPU per step): {ratio:.3f} [{low:.3f}, {high:.3f}] (aim <= 1.03: {verdict})")
