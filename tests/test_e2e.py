@@ -106,7 +106,7 @@ def test_mlflow_runs(smoke_study):
     assert names == expected
     assert {r.data.tags["mlflow.parentRunId"] for r in children} == {parents[0].info.run_id}
     train = next(r for r in children if r.info.run_name == "train@pass_at_n")
-    assert train.data.params["variant.n"] == "4"
+    assert train.data.params["variant.budget"] == "4"
     history = mlflow.MlflowClient().get_metric_history(train.info.run_id, "strategy_weight")
     assert len(history) >= 2, "per-step training metrics are logged"
     rl = next(r for r in children if r.info.run_name == "train@grpo")

@@ -115,7 +115,9 @@ def test_majority_gradient_is_weighted_ce(fitted_model, tmp_path):
     got = _trainer_gradient(trainer, model, batch)
     want = _reference_gradient(model, tokenizer, _rows_of(batch, tokenizer, rows), lambda p: majority_weight(p, n, k))
     for g, w in zip(got, want):
-        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-6)
+        # float32 sums in another order (a padded batch against one row at a time): absolute
+        # error up to ~1e-5 of the tensor's largest entry on some CPUs; a wrong weight moves far more.
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4 * float(w.abs().max()))
 
 
 def test_majority_consensus_sets_the_threshold():

@@ -22,6 +22,16 @@ from aligntrain.io import fsync_directory, fsync_tree
 logger = logging.getLogger(__name__)
 
 
+def _restore_on_indexed_cpu(storage, location: str):
+    # Several CPU processes (accelerate's MULTI_CPU) get the device torch.device("cpu", 0), and
+    # the trainer resumes the optimizer with map_location=that device; torch's own CPU restore
+    # accepts only "cpu" and would fail every distributed CPU resume ("cpu:0" unknown).
+    return storage if re.fullmatch(r"cpu:\d+", location) else None
+
+
+torch.serialization.register_package(30, lambda storage: None, _restore_on_indexed_cpu)
+
+
 def schedule_arguments(optim: OptimConfig, checkpoint_dir: str | Path, *, seed: int) -> dict[str, Any]:
     """``TrainingArguments`` keywords of one run: AdamW with linear decay, checkpoints, seeding, device."""
     return dict(
