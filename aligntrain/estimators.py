@@ -91,10 +91,12 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 def pass_at_k_curve(n: int, c: ArrayLike, ks: Sequence[int]) -> np.ndarray:
     """pass@k for every prompt (rows, c correct of the same n) and every k (columns).
 
-    1 − C(n−c, k)/C(n, k) = 1 − Π_{i=n−c+1}^{n} (1 − k/i) (docs/math.md §1), evaluated as
-    −expm1(Σ log1p(−k/i)) so that tiny probabilities (n = 1000, c = 1, k = 1) keep
-    full relative precision. The sums for all c come from one suffix cumsum per k.
-    It is exactly 1 when n − c < k (every k-subset holds a correct sample).
+    1 − C(n−c, k)/C(n, k) = 1 − Π_{j=0}^{k−1} (1 − c/(n−j)) (docs/math.md §1), evaluated as
+    −expm1(Σ_j log1p(−c/(n−j))) so that tiny probabilities (n = 1000, c = 1, k = 1) keep
+    full relative precision. k factors, not n: the cost grows with the largest k and the
+    number of distinct c, never with n (n = 10¹² costs what n = 64 does). One cumulative
+    sum over j serves every k. It is exactly 1 when n − c < k (a factor is 0: every
+    k-subset holds a correct sample).
     """
     n = check_int(n, "n", minimum=1)
     c_values = np.asarray(c)
@@ -116,14 +118,16 @@ def pass_at_k_curve(n: int, c: ArrayLike, ks: Sequence[int]) -> np.ndarray:
         raise ValueError(f"c must be <= n = {n}, got max {correct.max()}")
     ks = _validated_ks(ks, n, "n")
 
-    curve = np.ones((correct.size, len(ks)))
-    for column, k in enumerate(ks):
-        log_factors = np.log1p(-k / np.arange(k + 1, n + 1))  # log(1 − k/i), i = k+1..n
-        # suffix[m] = Σ over the top m values of i, i.e. i = n−m+1..n (m = c).
-        suffix = np.concatenate(([0.0], np.cumsum(log_factors[::-1])))
-        below_certainty = n - correct >= k
-        curve[below_certainty, column] = -np.expm1(suffix[correct[below_certainty]])
-    return curve
+    if correct.size == 0:
+        return np.ones((0, len(ks)))
+    distinct, row_of = np.unique(correct, return_inverse=True)
+    # ratio[c, j] = c/(n − j) for j < max k; a ratio ≥ 1 is a factor ≤ 0, i.e. log = −inf.
+    ratio = distinct[:, None] / (n - np.arange(max(ks), dtype=np.float64))[None, :]
+    with np.errstate(divide="ignore"):
+        log_factors = np.log1p(-np.minimum(ratio, 1.0))
+    cumulative = np.cumsum(log_factors, axis=1)  # column k − 1: log C(n−c, k)/C(n, k)
+    curve = -np.expm1(cumulative[:, np.asarray(ks) - 1])
+    return curve[row_of.reshape(-1)]
 
 
 # ---------------------------------------------------------------------------

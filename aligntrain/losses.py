@@ -569,13 +569,14 @@ def sequence_success_probability(logp: Tensor) -> Tensor:
     """p = exp(clamp(ℓ, −50, 0)) clamped to [1e−10, 1 − 1e−10] (CAT App. J.3, eq. 96). Detached.
 
     The e^{−50} floor lies below 1e−10, so the second clamp decides; both are
-    kept as printed. In float32 the ceiling 1 − 1e−10 rounds to 1.0, so p = 1
-    can come back; every CAT weight is finite there.
+    kept as printed. Computed in float64 whatever the input's precision: near
+    p = 1 the weights depend on 1 − p, and float32 would round 1 − 1e−10 (and any
+    p above 1 − 6e−8) to 1, the weights to 0 or to values off by up to ~50%.
     """
     if not isinstance(logp, Tensor) or not logp.is_floating_point():
         raise ValueError("logp must be a floating-point tensor")
     _check_logp(logp)
-    logp = logp.detach()
+    logp = logp.detach().to(torch.float64)
     p = torch.exp(logp.clamp(_SEQUENCE_LOGP_FLOOR, 0.0))
     return p.clamp(_SEQUENCE_P_MIN, _SEQUENCE_P_MAX)
 

@@ -172,16 +172,65 @@ def test_pass_at_n_raw_weight_is_clipped():
     torch.testing.assert_close(got, 50.0 * grpo_z(rewards))
 
 
-def test_all_wrong_penalty():
+def test_all_wrong_penalty_is_scaled_by_the_weight_by_default():
+    """CAT App. K.3: A ← A^{GRPO-Z} − penalty on an all-wrong group (eq. 103), then w·A (eq. 83)."""
     rewards = t64([[0.0, 0.0, 0.0], [1.0, 0.0, 1.0], [1.0, 1.0, 1.0]])
     default = compute_advantages("cat_pass_at_n", rewards, budget=4)
     assert (default[0] == 0).all() and (default[2] == 0).all()
     penalised = compute_advantages("cat_pass_at_n", rewards, budget=4, all_wrong_penalty=0.5)
-    torch.testing.assert_close(penalised[0], t64([-0.5, -0.5, -0.5]))
+    # p = 1/5; F(4, 1/5) = 4·(1/5)(4/5)³ / (1 − (4/5)⁴) = 256/369
+    torch.testing.assert_close(penalised[0], t64([-0.5 * 256 / 369] * 3))
     torch.testing.assert_close(penalised[1:], default[1:])  # other groups untouched
     majority = compute_advantages("cat_majority", rewards, budget=4, k=2)  # CAT eq. 103: on by default
-    torch.testing.assert_close(majority[0], t64([-0.5, -0.5, -0.5]))
+    torch.testing.assert_close(majority[0], t64([-0.5 * float(majority_weight(4, 2, F(1, 5)))] * 3))  # 192/125
     assert (majority[2] == 0).all()
+
+
+def test_all_wrong_penalty_after_the_weight_is_exactly_minus_the_penalty():
+    rewards = t64([[0.0, 0.0, 0.0], [1.0, 0.0, 1.0]])
+    options = {"budget": 4, "all_wrong_penalty": 0.5, "all_wrong_penalty_placement": "after_weight"}
+    penalised = compute_advantages("cat_pass_at_n", rewards, **options)
+    torch.testing.assert_close(penalised[0], t64([-0.5] * 3))
+    torch.testing.assert_close(penalised[1], compute_advantages("cat_pass_at_n", rewards, budget=4)[1])
+    majority = compute_advantages("cat_majority", rewards, k=2, **options)
+    torch.testing.assert_close(majority[0], t64([-0.5] * 3))
+
+
+def test_majority_silence_penalty_depends_on_how_the_wrong_answers_agree():
+    """N = 8, n = 8, all wrong, p = 1/10, raw weight, dynamic threshold (CAT eqs. 100–103).
+
+    One repeated wrong answer: c_max 8 → k 5, w = 8·C(7,4)·10⁻⁴·0.9³ = 0.0204120 → −0.0102060.
+    Eight distinct wrong answers: c_max 1 → k 2, w = 8·7·0.1·0.9⁶ = 2.9760696 → −1.4880348.
+    """
+    rewards = torch.zeros(2, 8, dtype=torch.float64)
+    answers = [["3"] * 8, [str(a) for a in range(8)]]
+    got = compute_advantages("cat_majority", rewards, answers=answers, budget=8)
+    assert majority_weight(8, 5, F(1, 10)) == F(204120, 10**7) and majority_weight(8, 2, F(1, 10)) == F(29760696, 10**7)
+    torch.testing.assert_close(got[0], t64([-0.0102060] * 8), rtol=0, atol=1e-12)
+    torch.testing.assert_close(got[1], t64([-1.4880348] * 8), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("logp", [-1e-4, -3e-6, -2e-7, -1e-8])
+def test_sequence_weights_keep_their_precision_from_float32_logps(logp):
+    """The trainer's log-probabilities are float32; p = exp(ℓ) and w = N(1−p)^{N−1} are formed in float64.
+
+    Reference: the same float32 value of ℓ carried exactly into 40-digit Decimal arithmetic.
+    float64 resolves 1 − p to ~1.1e−16/|ℓ| relative, so w = N(1−p)^7 to ~8e−16/|ℓ|; in
+    float32 1 − p rounds to a multiple of 6e−8 and w was off by up to ~50% (or 0).
+    """
+    from decimal import Decimal, localcontext
+
+    logps = torch.full((1, 4), logp, dtype=torch.float32)
+    rewards = t64([[1.0, 0.0, 0.0, 0.0]])
+    got = compute_advantages(
+        "cat_pass_at_n", rewards, budget=8, log_weighted=False, p_source="sequence", logps=logps, clip=1e300
+    )
+    with localcontext() as context:
+        context.prec = 40
+        p = Decimal(float(logps[0, 0])).exp()
+        weight = 8 * (1 - p) ** 7
+    expected = float(weight) * grpo_z([[1.0, 0.0, 0.0, 0.0]])
+    torch.testing.assert_close(got, expected, rtol=1e-15 / abs(logp) * 8, atol=0)
 
 
 # --------------------------------------------------------------------------- majority vote

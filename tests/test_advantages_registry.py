@@ -100,8 +100,14 @@ def test_equal_rewards_give_zero_advantages(rule):
 @pytest.mark.parametrize("rule", sorted(BINARY_RULES))
 def test_all_wrong_groups_are_zero_except_the_majority_silence_penalty(rule):
     advantages = run(rule, torch.zeros(G, N))
-    expected = -0.5 if rule == "cat_majority" else 0.0  # CAT eq. 103, on by default for majority
-    assert (advantages == expected).all()
+    if rule == "cat_majority":  # CAT eq. 103, on by default for majority, scaled by the weight (App. K.3)
+        assert (advantages < 0).all()
+        advantages = compute_advantages(
+            rule, torch.zeros(G, N), **{**MINIMAL_OPTIONS[rule], "k": 2, "all_wrong_penalty_placement": "after_weight"}
+        )
+        assert (advantages == -0.5).all()
+    else:
+        assert (advantages == 0.0).all()
 
 
 def test_grpo_z_equal_rewards_in_one_group_only():

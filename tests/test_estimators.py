@@ -111,6 +111,12 @@ def test_pass_at_k_keeps_relative_precision_for_tiny_probabilities(n, c, k):
     assert relative_error(pass_at_k(n, c, k), pass_at_k_fraction(n, c, k)) < 1e-14
 
 
+@pytest.mark.parametrize(("n", "c", "k"), [(10**12, 1, 2), (10**12, 10**12 - 3, 2), (10**9, 7, 64)])
+def test_pass_at_k_of_huge_pools_costs_k_factors_not_n(n, c, k):
+    # A product over n factors would need terabytes here (n = 10¹²); the value is exact to 1e-13.
+    assert relative_error(pass_at_k(n, c, k), pass_at_k_fraction(n, c, k)) < 1e-13
+
+
 def test_pass_at_k_is_exactly_one_when_every_subset_holds_a_correct_sample():
     assert pass_at_k(10, 8, 3) == 1.0
     assert pass_at_k(10, 10, 1) == 1.0

@@ -223,8 +223,9 @@ def test_rule_gets_the_sequence_logps(tiny_model, arith_rows, tmp_path, monkeypa
     trainer.train()
     ((rule, kwargs),), (reference,) = received, references
     assert tuple(kwargs["logps"].shape) == (BATCH // N, N)
+    assert kwargs["logps"].dtype == torch.float64  # summed in float64: the CAT weights use 1 − exp(ℓ)
     # Rows reach the loss shuffled: compare sorted values.
-    got, want = kwargs["logps"].flatten().sort().values, reference.flatten().sort().values
+    got, want = kwargs["logps"].flatten().sort().values, reference.flatten().sort().values.double()
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
     assert kwargs["step"] == 0 and rule.name == "cat_pass_at_n" and rule.budget == 8
 

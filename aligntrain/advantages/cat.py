@@ -47,12 +47,13 @@ def success_probability(rewards: Tensor, context: RuleContext, p_source: str) ->
 
     ``empirical``: Laplace-smoothed group accuracy (c + 1)/(n + 2) (CAT eq. 79), one
     value per prompt; ``sequence``: exp of the rollout's summed log-prob clamped to
-    [−50, 0], then to [1e−10, 1 − 1e−10] (CAT App. J.3).
+    [−50, 0], then to [1e−10, 1 − 1e−10] (CAT App. J.3). Always float64: near p = 1 the
+    weights live on 1 − p, which float32 cannot resolve below ~6e−8.
     """
     if p_source == "sequence":
         return sequence_success_probability(context.logps.to(rewards.device))
-    correct = (rewards > 0).sum(dim=1, keepdim=True).to(rewards.dtype)
-    return empirical_success_probability(correct, rewards.shape[1]).to(rewards.dtype).expand_as(rewards)
+    correct = (rewards > 0).sum(dim=1, keepdim=True).to(torch.float64)
+    return empirical_success_probability(correct, rewards.shape[1]).to(torch.float64).expand_as(rewards)
 
 
 def normalize_by_batch_mean(weights: Tensor) -> Tensor:
@@ -67,19 +68,37 @@ def normalize_by_batch_mean(weights: Tensor) -> Tensor:
 
 
 def apply_all_wrong_penalty(advantages: Tensor, rewards: Tensor, penalty: float) -> Tensor:
-    """Subtract ``penalty`` from every advantage of a group whose rewards are all 0 (CAT eq. 103).
-
-    Applied to the final, weighted advantage [choice], so an all-wrong group gets
-    exactly −penalty (its GRPO-Z advantage is 0) whatever the strategy weight.
-    """
+    """Subtract ``penalty`` from every advantage of a group whose rewards are all 0 (CAT eq. 103)."""
     all_wrong = (rewards == 0).all(dim=1, keepdim=True)
     return advantages - penalty * all_wrong.to(advantages.dtype)
 
 
-def _weighted_advantage(rewards: Tensor, weights: Tensor, batch_normalize: bool) -> Tensor:
+#: where the all-wrong penalty enters the CAT advantage (option ``all_wrong_penalty_placement``)
+PENALTY_PLACEMENTS = ("before_weight", "after_weight")
+
+
+def _weighted_advantage(
+    rewards: Tensor,
+    weights: Tensor,
+    batch_normalize: bool,
+    penalty: float = 0.0,
+    placement: str = "before_weight",
+) -> Tensor:
+    """w · A^{GRPO-Z} (CAT eq. 83) with the all-wrong penalty before or after the weight.
+
+    ``before_weight`` (CAT App. K.3, eqs. 102–103, then eq. 83; the authors' code): the
+    penalty shifts the GRPO-Z advantage and the weight scales it, so an all-wrong
+    group gets −w·penalty: small where a strong wrong answer makes the prompt's
+    threshold hard to reach, large where the wrong answers are scattered.
+    ``after_weight``: every all-wrong group gets exactly −penalty.
+    """
     if batch_normalize:
         weights = normalize_by_batch_mean(weights)
-    return weights.to(rewards.dtype) * group_normalized_advantage(rewards)
+    weights = weights.to(rewards.dtype)
+    base = group_normalized_advantage(rewards)
+    if placement == "before_weight":
+        return weights * apply_all_wrong_penalty(base, rewards, penalty)
+    return apply_all_wrong_penalty(weights * base, rewards, penalty)
 
 
 class _CATRule(RuleOptions):
@@ -101,6 +120,11 @@ class _CATBinaryRule(_CATRule):
     )
     log_weighted: StrictBool = Field(True, description="Use the log-derivative weight F(N, p) (CAT eq. 75).")
     all_wrong_penalty: Real = Field(0.0, ge=0, description="Subtracted from every advantage of an all-wrong group.")
+    all_wrong_penalty_placement: Literal["before_weight", "after_weight"] = Field(
+        "before_weight",
+        description="'before_weight': the penalty shifts the GRPO-Z advantage, then the weight scales it (CAT App. "
+        "K.3, the authors' code); 'after_weight': subtracted from the weighted advantage (exactly -penalty).",
+    )
 
     def context_needed(self) -> frozenset[str]:
         return frozenset({"logps"}) if self.p_source == "sequence" else frozenset()
@@ -121,8 +145,9 @@ class CATPassAtN(_CATBinaryRule):
     def advantages(self, rewards: Tensor, context: RuleContext) -> Tensor:
         p = success_probability(rewards, context, self.p_source)
         weights = cat_pass_at_n_rl_weight(p, self.budget, log_weighted=self.log_weighted, clip=self.clip)
-        advantages = _weighted_advantage(rewards, weights, self.batch_normalize)
-        return apply_all_wrong_penalty(advantages, rewards, self.all_wrong_penalty)
+        return _weighted_advantage(
+            rewards, weights, self.batch_normalize, self.all_wrong_penalty, self.all_wrong_penalty_placement
+        )
 
 
 # --------------------------------------------------------------------------- majority vote
@@ -197,8 +222,9 @@ class CATMajority(_CATBinaryRule):
         p = success_probability(rewards, context, self.p_source)
         threshold = majority_threshold(rewards, context, self.budget, self.k, self.threshold_ema)
         weights = cat_majority_rl_weight(p, self.budget, threshold, log_weighted=self.log_weighted, clip=self.clip)
-        advantages = _weighted_advantage(rewards, weights, self.batch_normalize)
-        return apply_all_wrong_penalty(advantages, rewards, self.all_wrong_penalty)
+        return _weighted_advantage(
+            rewards, weights, self.batch_normalize, self.all_wrong_penalty, self.all_wrong_penalty_placement
+        )
 
 
 # --------------------------------------------------------------------------- best-of-N
@@ -279,3 +305,5 @@ class CATBestOfN(_CATRule):
 
 
 assert set(QUANTILE_ESTIMATORS) == set(CATBestOfN.model_fields["quantile"].annotation.__args__)
+
+assert set(PENALTY_PLACEMENTS) == set(_CATBinaryRule.model_fields["all_wrong_penalty_placement"].annotation.__args__)

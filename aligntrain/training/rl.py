@@ -359,7 +359,8 @@ class StrategyGRPOTrainer(AtomicCheckpoints, GRPOTrainer):
         mask = output["completion_mask"]
         if "tool_mask" in output:
             mask = mask * output["tool_mask"]
-        return self.accelerator.gather((per_token * mask).sum(dim=1).float())
+        # Summed and handed on in float64: the CAT weights use 1 − exp(ℓ), lost in float32 near ℓ = 0.
+        return self.accelerator.gather((per_token.double() * mask).sum(dim=1))
 
     def _replace_logged_advantages(self, advantages: Tensor) -> None:
         # TRL appended its own advantages to the completions log; show the rule's instead.
