@@ -20,7 +20,9 @@ from hypothesis import strategies as st
 
 from aligntrain.advantages import compute_advantages
 from aligntrain.diagnostics.oracle_gradient import (
+    BATCH_COSINE_COLUMNS,
     COSINE_COLUMNS,
+    BatchGradients,
     PromptPool,
     best_of_n_oracle_advantage,
     best_of_n_value,
@@ -446,7 +448,9 @@ def test_study_runs_per_prompt_with_its_own_stream(tiny_model, arith_rows):
         rewards[:2] = (0.0, 1.0)  # both outcomes present
         oracle = pass_at_n_oracle_advantage(rewards, 4)
         pools.append(PromptPool(row["id"], row["prompt"], completions, rewards, {"pass": oracle, "other": -oracle}))
-    frame = oracle_gradient_study(model, tokenizer, pools, [("rloo", {})], [4], [0, 1], center_scores=(False, True))
+    study = oracle_gradient_study(model, tokenizer, pools, [("rloo", {})], [4], [0, 1], center_scores=(False, True))
+    frame = study.per_prompt
+    assert list(study.batch.columns) == BATCH_COSINE_COLUMNS and len(study.batch) == 8  # 2 targets × 2 × 2 seeds
     assert list(frame.columns) == ["prompt_id", "target", "centered", *COSINE_COLUMNS] and len(frame) == 16
     flipped = frame[frame.target == "other"].cosine.to_numpy()
     np.testing.assert_allclose(flipped, -frame[frame.target == "pass"].cosine.to_numpy())
@@ -536,3 +540,90 @@ def test_scores_of_a_gpt2_model_match_a_per_sample_autograd_loop(tiny_model, ari
         total = sum(logp[len(prompt_ids) - 1 + j, t] for j, t in enumerate(completion))
         rows.append(torch.cat([g.reshape(-1) for g in torch.autograd.grad(total, params)]))
     torch.testing.assert_close(scores, torch.stack(rows), rtol=1e-9, atol=1e-11)
+
+
+# --------------------------------------------------------------------------- batch level
+
+
+def orthonormal_pools(success: list[int], size: int) -> tuple[list[PromptPool], list[torch.Tensor]]:
+    """Prompts whose items have orthonormal score vectors in disjoint coordinates (D = B·M).
+
+    Prompt p has ``success[p]`` correct items of ``size``; its pass@1 oracle is r − p̂.
+    """
+    pools, scores = [], []
+    eye = torch.eye(len(success) * size, dtype=torch.float64)
+    for p, c in enumerate(success):
+        rewards = np.array([1.0] * c + [0.0] * (size - c))
+        oracle = pass_at_n_oracle_advantage(rewards, 1)
+        np.testing.assert_allclose(oracle, rewards - c / size)
+        pools.append(PromptPool(f"p{p}", "x", [[1]] * size, rewards, {"pass1": oracle}))
+        scores.append(eye[p * size : (p + 1) * size])
+    return pools, scores
+
+
+def test_batch_cosine_sees_how_grpo_z_weighs_prompts():
+    """Orthonormal scores, pass@1 oracle, large groups: the limits are known in closed form.
+
+    dr_grpo (r − r̄) estimates (n−1)/n·g*_p on every prompt: batch cosine → 1. GRPO-Z
+    divides prompt p by σ_p = √(p̂(1−p̂)), and ‖g*_p‖² = σ_p²/M, so its batch cosine →
+    Σσ_p / (√B · √Σσ_p²) = 0.9609 for p̂ = 1/12 and 1/2. Per prompt both → 1: a prompt's
+    own scale is invisible there.
+    """
+    pools, scores = orthonormal_pools([1, 6], 12)
+    batch = BatchGradients(pools, [("dr_grpo", {}), ("grpo_z", {})], [4096], [0, 1, 2])
+    for p, s in enumerate(scores):
+        batch.add(p, s)
+    frame = batch.frame()
+    assert (frame.status == "ok").all()
+    sigma = np.sqrt([1 / 12 * 11 / 12, 1 / 4])
+    expected_grpo_z = sigma.sum() / (np.sqrt(2) * np.sqrt((sigma**2).sum()))
+    assert expected_grpo_z == pytest.approx(0.9609, abs=1e-4)
+    by_rule = frame.groupby("rule").cosine.mean()
+    assert by_rule["dr_grpo"] > 0.995
+    assert by_rule["grpo_z"] == pytest.approx(expected_grpo_z, abs=0.01)
+    for p, (pool, s) in enumerate(zip(pools, scores)):
+        alone = oracle_gradient_cosines(
+            gram_matrix(s), pool.oracle_advantages["pass1"], pool.rewards, [("grpo_z", {})], [4096], [0], stream=p
+        )
+        assert alone.cosine.iloc[0] > 0.995
+
+
+def test_a_batch_of_one_prompt_is_the_per_prompt_cosine(tiny_model, arith_rows):
+    model, tokenizer = tiny_model
+    model.eval()
+    row = arith_rows["train"][0]
+    completions = random_completions(tokenizer, 10, seed=4)
+    rewards = np.array([1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0])
+    pool = PromptPool(row["id"], row["prompt"], completions, rewards, {"pass": pass_at_n_oracle_advantage(rewards, 4)})
+    rules = [("rloo", {}), ("loo_pass_at_k", {}), ("cat_pass_at_n", {"budget": 4})]
+    scores = last_block_scores(model, tokenizer, row["prompt"], completions)
+    batch = BatchGradients([pool], rules, [4, 8], [0, 1, 2], center_scores=(False, True))
+    batch.add(0, scores)
+    got = batch.frame()
+    for centered in (False, True):
+        want = oracle_gradient_cosines(
+            gram_matrix(scores),
+            pool.oracle_advantages["pass"],
+            rewards,
+            rules,
+            [4, 8],
+            [0, 1, 2],
+            center_scores=centered,
+        )
+        mine = got[got.centered == centered].reset_index(drop=True)
+        np.testing.assert_allclose(mine.cosine, want.cosine, rtol=1e-5, atol=1e-6)
+        assert list(mine.status) == list(want.status)
+
+
+def test_batch_checks_its_inputs():
+    pools, scores = orthonormal_pools([1, 2], 4)
+    with pytest.raises(ValueError, match="same oracle targets"):
+        BatchGradients([pools[0], PromptPool("q", "x", [[1]] * 4, pools[1].rewards, {})], [("grpo", {})], [2], [0])
+    batch = BatchGradients(pools, [("grpo", {})], [2], [0])
+    batch.add(0, scores[0])
+    with pytest.raises(ValueError, match="already added"):
+        batch.add(0, scores[0])
+    with pytest.raises(ValueError, match="never added"):
+        batch.frame()
+    with pytest.raises(ValueError, match=r"\(4, D\)"):
+        batch.add(1, scores[1][:3])

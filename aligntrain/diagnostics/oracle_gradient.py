@@ -23,7 +23,11 @@ Layout, one home per formula:
   g·g′ = cᵀ G c′ and no group gradient is ever materialised;
 - cosines: :func:`oracle_gradient_cosines` (one prompt; rules × group sizes × seeds)
   and :func:`summarize_cosines` (mean, standard error and NaN share over prompts × seeds);
-- driver: :func:`oracle_gradient_study` over :class:`PromptPool` items (one model).
+- batch level: :class:`BatchGradients` sums every prompt's gradients into one batch
+  gradient per rule (advantages computed on the whole batch of prompts at once, as in
+  training) against the batch's oracle Σ_p g*_p: the view where weights *across*
+  prompts (CAT) show; one prompt's scores at a time, D-vectors summed;
+- driver: :func:`oracle_gradient_study` over :class:`PromptPool` items (one model), both views.
 
 Choices where the spec is silent are marked *[choice]* in the docstrings.
 """
@@ -60,7 +64,10 @@ from aligntrain.validation import (
 )
 
 __all__ = [
+    "BATCH_COSINE_COLUMNS",
     "COSINE_COLUMNS",
+    "BatchGradients",
+    "OracleGradientStudy",
     "PromptPool",
     "best_of_n_oracle_advantage",
     "best_of_n_value",
@@ -628,6 +635,165 @@ class PromptPool:
     logps: Sequence[float] | None = None
 
 
+#: Columns of the batch-level frame (:class:`BatchGradients`): one row per target, centring,
+#: rule, n and seed; a seed is one batch (every prompt's group of that seed).
+BATCH_COSINE_COLUMNS = ["target", "centered", *COSINE_COLUMNS]
+
+
+class BatchGradients:
+    """Batch-level cosines: cos(Σ_p g_p, Σ_p g*_p) over a batch made of every prompt of ``pools``.
+
+    The training objective of a batch is the mean of its prompts' strategy values, so
+    its oracle gradient is Σ_p g*_p (the 1/B drops out of a cosine); a rule's batch
+    gradient is Σ_p (1/n) Σ_j A_{p,j} S_{p,i_j} with A computed by the rule on the
+    (B × n) reward matrix in one call, as the trainer does (batch normalisation, and
+    any weight that differs between prompts, act here). Per-prompt cosines cannot see
+    how a rule weighs one prompt against another; this can. The groups are those of
+    :func:`oracle_gradient_cosines` (prompt p: ``stream = p``), so the two views pair.
+
+    Use: construct from the pools (advantages and coefficients are computed at once,
+    no model needed), :meth:`add` each prompt's score matrix (any order, each once),
+    then :meth:`frame`. Memory: one float64 D-vector per rule × n × seed × centring,
+    plus one per target × centring. Centred scores S_i − S̄_p are obtained exactly by
+    centring the coefficients (c − mean(c)), see ``center_scores`` of
+    :func:`oracle_gradient_cosines`.
+    """
+
+    def __init__(
+        self,
+        pools: Sequence[PromptPool],
+        rules: Sequence[tuple[str, Mapping[str, Any]]],
+        group_sizes: Sequence[int],
+        seeds: Sequence[int],
+        *,
+        replace: bool = True,
+        center_scores: Sequence[bool] = (False,),
+    ) -> None:
+        if not pools:
+            raise ValueError("pools must be non-empty")
+        check_int_sequence(seeds, "seeds", minimum=0)
+        for rule, options in rules:
+            parse_rule(rule, options)  # an unknown rule or a bad option is a caller bug: raise
+        self._pools = list(pools)
+        self._centerings = tuple(bool(c) for c in center_scores)
+        targets = {frozenset(pool.oracle_advantages) for pool in pools}
+        if len(targets) != 1:
+            raise ValueError("every pool must carry the same oracle targets")
+        self._targets = sorted(next(iter(targets)))
+        rewards = [check_finite_vector(pool.rewards, "rewards") for pool in pools]
+        binary = all(bool(np.all((r == 0) | (r == 1))) for r in rewards)
+        available = frozenset({"history", "step", "threshold_state"})
+        if all(pool.answers is not None for pool in pools):
+            available |= {"answers"}
+        if all(pool.logps is not None for pool in pools):
+            available |= {"logps"}
+        # (label, rule, n, seed) → per-prompt coefficient vectors, or the reason the rule is skipped
+        self._cells: list[tuple[str, str, int, int, list[np.ndarray] | None, str]] = []
+        for rule, options in rules:
+            label = rule_label(rule, options)
+            for n in group_sizes:
+                check_int(n, "group_sizes", minimum=2)
+                reason = _why_not_applicable(rule, options, n, binary, available)
+                for seed in seeds:
+                    coefficients = None if reason else self._batch_coefficients(rule, options, n, seed, replace)
+                    self._cells.append((label, rule, n, seed, coefficients, reason or ""))
+        self._sums: dict[tuple[int, bool], Tensor] = {}
+        self._oracle_sums: dict[tuple[str, bool], Tensor] = {}
+        self._largest_score = 0.0
+        self._added: set[int] = set()
+
+    def _batch_coefficients(
+        self, rule: str, options: Mapping[str, Any], n: int, seed: int, replace: bool
+    ) -> list[np.ndarray]:
+        """c_p for every prompt p: g_p = S_pᵀ c_p = (1/n) Σ_j A_{p,j} S_{p,i_j}, A from one batch call."""
+        groups = [draw_group(len(pool.rewards), n, seed, stream, replace) for stream, pool in enumerate(self._pools)]
+        needed = parse_rule(rule, options, group_size=n).context_needed()
+        rewards = torch.as_tensor(
+            np.stack([np.asarray(pool.rewards, dtype=np.float64)[g] for pool, g in zip(self._pools, groups)])
+        )
+        makers = {
+            "answers": lambda: [[pool.answers[i] for i in g] for pool, g in zip(self._pools, groups)],
+            "logps": lambda: torch.as_tensor(
+                np.stack([np.asarray(pool.logps, dtype=np.float64)[g] for pool, g in zip(self._pools, groups)])
+            ),
+            "history": lambda: RewardHistory(decay=1.0),
+            "step": lambda: 0,
+            "threshold_state": lambda: MajorityThresholdState(),
+        }
+        context = {key: makers[key]() for key in needed}
+        advantages = compute_advantages(rule, rewards, **context, **options).numpy()
+        return [
+            np.bincount(g, weights=a / n, minlength=len(pool.rewards))
+            for pool, g, a in zip(self._pools, groups, advantages)
+        ]
+
+    def add(self, prompt: int, scores: Tensor) -> None:
+        """Add prompt ``prompt``'s score matrix S_p (M_p × D) to every batch gradient."""
+        if prompt in self._added:
+            raise ValueError(f"prompt {prompt} was already added")
+        pool = self._pools[prompt]
+        if scores.ndim != 2 or scores.shape[0] != len(pool.rewards):
+            raise ValueError(f"scores of prompt {prompt} must be ({len(pool.rewards)}, D), got {tuple(scores.shape)}")
+        self._added.add(prompt)
+        matrix = scores.detach().to(device="cpu", dtype=torch.float64)
+        self._largest_score = max(self._largest_score, float(matrix.norm(dim=1).max()))
+
+        def accumulate(store: dict, key: Hashable, coefficients: np.ndarray, centered: bool) -> None:
+            if centered:  # (S − 1S̄ᵀ)ᵀc = Sᵀ(c − mean(c)): centring moves into the coefficients
+                coefficients = coefficients - coefficients.mean()
+            vector = torch.as_tensor(coefficients) @ matrix
+            store[key] = vector if key not in store else store[key] + vector
+
+        for centered in self._centerings:
+            for target in self._targets:
+                oracle = check_finite_vector(pool.oracle_advantages[target], "oracle_adv") / len(pool.rewards)
+                accumulate(self._oracle_sums, (target, centered), oracle, centered)
+            for cell, (*_, coefficients, _reason) in enumerate(self._cells):
+                if coefficients is not None:
+                    accumulate(self._sums, (cell, centered), coefficients[prompt], centered)
+
+    def frame(self) -> pd.DataFrame:
+        """The batch cosines, columns :data:`BATCH_COSINE_COLUMNS` (statuses as the per-prompt frame's)."""
+        if len(self._added) != len(self._pools):
+            raise ValueError(f"scores of {len(self._pools) - len(self._added)} prompt(s) were never added")
+        records = []
+        for target in self._targets:
+            for centered in self._centerings:
+                oracle = self._oracle_sums[(target, centered)]
+                oracle_scale = sum(
+                    float(np.abs(check_finite_vector(p.oracle_advantages[target], "oracle_adv")).sum()) / len(p.rewards)
+                    for p in self._pools
+                )
+                oracle_is_zero = bool(oracle.norm() <= _ZERO_GRADIENT_RELATIVE * oracle_scale * self._largest_score)
+                for cell, (label, rule, n, seed, coefficients, reason) in enumerate(self._cells):
+                    if coefficients is None:
+                        records.append((target, centered, label, rule, n, seed, np.nan, "skipped", reason))
+                        continue
+                    vector = self._sums[(cell, centered)]
+                    scale = sum(float(np.abs(c).sum()) for c in coefficients) * self._largest_score
+                    norm = float(vector.norm())
+                    if oracle_is_zero:
+                        status = "zero_oracle"
+                    elif not any(np.any(c) for c in coefficients):
+                        status = "zero_advantages"
+                    elif norm <= _ZERO_GRADIENT_RELATIVE * scale:
+                        status = "zero_gradient"
+                    else:
+                        status = "ok"
+                    cosine = float(vector @ oracle) / (norm * float(oracle.norm())) if status == "ok" else np.nan
+                    cosine = float(np.clip(cosine, -1.0, 1.0)) if status == "ok" else np.nan
+                    records.append((target, centered, label, rule, n, seed, cosine, status, ""))
+        return pd.DataFrame.from_records(records, columns=BATCH_COSINE_COLUMNS)
+
+
+@dataclass(frozen=True)
+class OracleGradientStudy:
+    """The diagnostic's two views of one model: per prompt (TEA §4.6's protocol) and per batch of prompts."""
+
+    per_prompt: pd.DataFrame  # prompt_id, target, centered, then COSINE_COLUMNS
+    batch: pd.DataFrame  # BATCH_COSINE_COLUMNS: one batch of every prompt per seed
+
+
 def oracle_gradient_study(
     model: Any,
     tokenizer: Any,
@@ -640,22 +806,25 @@ def oracle_gradient_study(
     batch_size: int = 64,
     replace: bool = True,
     center_scores: Sequence[bool] = (False,),
-) -> pd.DataFrame:
-    """The diagnostic for one model: per prompt, scores → Gram → cosines for every target and centring.
+) -> OracleGradientStudy:
+    """The diagnostic for one model: per prompt, scores → Gram → cosines; and the batch of all prompts.
 
-    Columns: ``prompt_id``, ``target``, ``centered``, then :data:`COSINE_COLUMNS`.
-    The score vectors and their Gram matrix are computed once per prompt; prompt
-    p uses ``stream = p`` (its position in ``pools``) so that the groups differ
-    across prompts yet every run is deterministic, and every target sees the same
-    groups. The other options are those of :func:`last_block_scores` and
-    :func:`oracle_gradient_cosines`. Summarise with :func:`summarize_cosines`.
-    Memory: one prompt's scores at a time (M × D).
+    ``per_prompt`` columns: ``prompt_id``, ``target``, ``centered``, then
+    :data:`COSINE_COLUMNS`. The score vectors are computed once per prompt and serve
+    both views; prompt p uses ``stream = p`` (its position in ``pools``) so that the
+    groups differ across prompts yet every run is deterministic, and every target
+    sees the same groups. ``batch``: :class:`BatchGradients` over all of ``pools``
+    (a seed is one batch). The other options are those of :func:`last_block_scores`
+    and :func:`oracle_gradient_cosines`. Summarise either with :func:`summarize_cosines`.
+    Memory: one prompt's scores at a time (M × D), plus the batch sums.
     """
+    batch = BatchGradients(pools, rules, group_sizes, seeds, replace=replace, center_scores=center_scores)
     frames = []
     for stream, pool in enumerate(pools):
         scores = last_block_scores(
             model, tokenizer, pool.prompt, pool.completion_ids, layer=layer, batch_size=batch_size
         )
+        batch.add(stream, scores)
         gram = gram_matrix(scores)
         for target, oracle in pool.oracle_advantages.items():
             for centered in center_scores:
@@ -674,4 +843,4 @@ def oracle_gradient_study(
                 )
                 frame = frame.assign(prompt_id=pool.prompt_id, target=target, centered=centered)
                 frames.append(frame[["prompt_id", "target", "centered", *COSINE_COLUMNS]])
-    return pd.concat(frames, ignore_index=True)
+    return OracleGradientStudy(per_prompt=pd.concat(frames, ignore_index=True), batch=batch.frame())

@@ -181,7 +181,11 @@ def oracle_rules(params: Params) -> list[tuple[str, str, dict]]:
 
 
 def oracle_gradient(params: Params, paths: StudyPaths, test_rows: Sequence[dict]) -> dict:
-    """``diagnoses/oracle_gradient/{cosines.parquet,summary.csv}``: cos(g_rule(n), g*) per target."""
+    """``diagnoses/oracle_gradient/{cosines.parquet,summary.csv,batch_*}``: cos(g_rule(n), g*) per target.
+
+    Two views: per prompt (TEA §4.6) and per batch of all the prompts (one batch per
+    seed; ``batch_cosines.parquet``, ``batch_summary.csv``, the headline's ``batch``).
+    """
     from aligntrain.diagnostics.oracle_gradient import (
         PromptPool,
         oracle_gradient_study,
@@ -197,6 +201,7 @@ def oracle_gradient(params: Params, paths: StudyPaths, test_rows: Sequence[dict]
         with atomic_directory(paths.diagnostics("oracle_gradient")) as tmp:
             empty = pd.DataFrame(columns=["target", "centered", "variant", "n", "mean"])
             empty.to_csv(tmp / "summary.csv", index=False)
+            empty.to_csv(tmp / "batch_summary.csv", index=False)
         headline = {"model": cfg.variant, "rules": 0, "note": "no RL variant in the catalog: nothing compared"}
         write_json(paths.diagnostics_metrics("oracle_gradient"), headline)
         return headline
@@ -238,7 +243,7 @@ def oracle_gradient(params: Params, paths: StudyPaths, test_rows: Sequence[dict]
             )
         )
     model.eval()
-    cosines = oracle_gradient_study(
+    study = oracle_gradient_study(
         model,
         tokenizer,
         pools,
@@ -248,12 +253,17 @@ def oracle_gradient(params: Params, paths: StudyPaths, test_rows: Sequence[dict]
         center_scores=(False, True),
     )
     labels = {rule_label(rule, options): name for name, rule, options in rules}
+    cosines, batch = study.per_prompt, study.batch
     cosines.insert(0, "variant", cosines.rule.map(labels))
+    batch.insert(0, "variant", batch.rule.map(labels))
     summary = summarize_cosines(cosines, by=("target", "centered", "variant", "n"))
+    batch_summary = summarize_cosines(batch, by=("target", "centered", "variant", "n"))
     success = {str(pool.prompt_id): float(np.mean(pool.rewards)) for pool in pools}
     with atomic_directory(paths.diagnostics("oracle_gradient")) as tmp:
         cosines.to_parquet(tmp / "cosines.parquet", index=False)
         summary.to_csv(tmp / "summary.csv", index=False)
+        batch.to_parquet(tmp / "batch_cosines.parquet", index=False)
+        batch_summary.to_csv(tmp / "batch_summary.csv", index=False)
     headline: dict = {
         "model": cfg.variant,
         "prompts": len(rows),
@@ -264,6 +274,10 @@ def oracle_gradient(params: Params, paths: StudyPaths, test_rows: Sequence[dict]
     raw = summary[~summary.centered]
     for (target, variant, n), r in raw.set_index(["target", "variant", "n"]).iterrows():
         headline.setdefault(target, {}).setdefault(variant, {})[f"n{n}"] = _round(r["mean"])
+    # The batch of all prompts (one per seed): where weights across prompts show.
+    batch_raw = batch_summary[~batch_summary.centered]
+    for (target, variant, n), r in batch_raw.set_index(["target", "variant", "n"]).iterrows():
+        headline.setdefault("batch", {}).setdefault(target, {}).setdefault(variant, {})[f"n{n}"] = _round(r["mean"])
     write_json(paths.diagnostics_metrics("oracle_gradient"), headline)
     return headline
 

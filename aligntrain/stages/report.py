@@ -389,6 +389,36 @@ def tails_section(params: Params, paths: StudyPaths) -> list[str]:
     ]
 
 
+def _batch_cosine_tables(paths: StudyPaths, cfg, ns: Sequence[int]) -> list[str]:
+    """The batch-level oracle cosines: every test prompt in one batch, mean ± se over the seeds' batches."""
+    path = paths.diagnostics("oracle_gradient") / "batch_summary.csv"
+    batch = pd.read_csv(path) if path.exists() else pd.DataFrame()
+    if batch.empty:
+        return []
+    batch = batch[~batch.centered.astype(bool)]
+    lines = [
+        "",
+        "### Batch level",
+        "",
+        f"All {cfg.prompts} prompts form one batch: g = Σ_p g_p with the rule's advantages computed on the whole "
+        f"batch (as in training), g* = Σ_p g*_p, the gradient of the mean strategy value. How a rule weighs one "
+        f"prompt against another (GRPO-Z's per-prompt standard deviation, CAT's strategy weights) shows here "
+        f"and not per prompt. Mean ± se over {cfg.seeds} batches (one per seed).",
+    ]
+    for target in sorted(batch.target.unique()):
+        rows = []
+        for variant, group in batch[batch.target == target].groupby("variant", sort=True):
+            cells = [f"`{variant}`"]
+            for n in ns:
+                r = group[group.n == n]
+                finite = not r.empty and np.isfinite(r["mean"].iloc[0])
+                cells.append(f"{r['mean'].iloc[0]:.3f} ± {r.stderr.iloc[0]:.3f}" if finite else "—")
+            rows.append(cells)
+        lines += ["", f"target {target}@{cfg.budget}, batch level:", ""]
+        lines += _table(["rule"] + [f"n = {n}" for n in ns], rows)
+    return lines
+
+
 def oracle_section(params: Params, paths: StudyPaths) -> list[str]:
     import matplotlib
 
@@ -460,8 +490,9 @@ def oracle_section(params: Params, paths: StudyPaths) -> list[str]:
             "",
             "On binary rewards the pass@N oracle is a positive multiple of r − p̂ within each prompt for "
             "every N, so per-prompt cosines cannot tell different N apart; rules with one weight per prompt "
-            "(CAT-RL with empirical p) give GRPO-Z's cosine there.",
+            "(CAT-RL with empirical p) give GRPO-Z's cosine there. The batch level below can.",
         ]
+    lines += _batch_cosine_tables(paths, cfg, ns)
     lines += [
         "",
         "Rules with state (a reward history, a threshold average) start each group from an empty state, "
