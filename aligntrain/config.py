@@ -518,9 +518,11 @@ class Params(_Section):
 
     @model_validator(mode="after")
     def _rl_variants_fit(self) -> Params:
-        """Each RL variant's rule fits the group size and the problem's rewards."""
+        """Each RL variant's rule fits the group size and the problem's rewards and answer classes."""
         from aligntrain.problems import PROBLEMS
 
+        # The problem with its options: they can decide its rewards (code's reward_mode).
+        problem = PROBLEMS.parse(self.problem.name, self.problem.options)
         for name, variant in self.variants.items():
             if variant.options.kind != "rl":
                 continue
@@ -534,9 +536,15 @@ class Params(_Section):
                     f"({self.rl.num_generations}): each step holds whole groups"
                 )
             try:
-                self.rl_config(name).rule.check_fits(binary_rewards=PROBLEMS.get(self.problem.name).binary_rewards)
+                rule = self.rl_config(name).rule
+                rule.check_fits(binary_rewards=problem.binary_rewards)
             except (ValueError, ValidationError) as err:
                 raise ValueError(f"variants.{name}: {_one_line(err)}") from None
+            if "answers" in rule.context_needed() and getattr(problem, "answer_class_needs_row", False):
+                raise ValueError(
+                    f"variants.{name}: rule {rule.name!r} needs the answer class of each completion alone, "
+                    f"and problem {problem.name!r} classes a completion only against its row (grade)"
+                )
         return self
 
     def rl_config(self, name: str) -> RLConfig:

@@ -20,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 from aligntrain.options import Registry
 from aligntrain.problems.arith import ArithProblem
 from aligntrain.problems.chat import ChatProblem
+from aligntrain.problems.code import CodeProblem
 from aligntrain.problems.competition_math import MathProblem
 from aligntrain.problems.gsm8k import Gsm8kProblem
 from aligntrain.problems.hydro import HydroProblem
@@ -43,6 +44,9 @@ class Problem(Protocol):
     batch at a time through ``grade_batch`` (a reward model). ``levels``: the difficulty
     levels ``generate_splits`` accepts. ``stop_text``: the text that ends a
     completion (the sampler may stop there; the tokenizer's EOS also does).
+    A problem whose answer classes need the row sets the class variable
+    ``answer_class_needs_row = True`` (``code``: a class is a program's behaviour on
+    the row's tests, from ``grade``); params then refuse RL rules that need answers.
     """
 
     name: str
@@ -100,6 +104,7 @@ PROBLEMS.register(HydroProblem)
 PROBLEMS.register(MathProblem)
 PROBLEMS.register(Gsm8kProblem)
 PROBLEMS.register(ChatProblem)
+PROBLEMS.register(CodeProblem)
 
 
 def get_problem(name: str) -> Problem:
