@@ -34,7 +34,7 @@ MINIMAL_OPTIONS = {
     "loo_pass_at_k": {},
     "loo_pass_at_k_biased": {},
     "pkpo": {"budget": 3},
-    "prefix_tea": {},
+    "prefix_tea": {"alpha": 0.5},  # n = 8: prefixes (4, 8) need α·4 ≥ 2
     "rloo": {},
     "tea": {},
 }

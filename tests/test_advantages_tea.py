@@ -208,5 +208,21 @@ def test_a_tail_of_one_rollout_is_refused_because_every_advantage_would_be_zero(
     assert torch.equal(TEA(alpha=0.25, budget=16).advantages(rewards, None), torch.zeros_like(rewards))
     with pytest.raises(ValueError, match=r"the tail holds ⌈α n⌉ = 1 rollout .* every advantage would be 0"):
         rule.check_fits(group_size=4)
-    rule.check_fits(group_size=8)  # ⌈0.25 · 8⌉ = 2
-    parse_rule(name, {"alpha": 0.5, "budget": 16}).check_fits(group_size=4)
+    if name == "tea":
+        rule.check_fits(group_size=8)  # ⌈0.25 · 8⌉ = 2
+        parse_rule(name, {"alpha": 0.5, "budget": 16}).check_fits(group_size=4)
+
+
+def test_prefix_tea_refuses_a_prefix_whose_tail_holds_one_rollout():
+    """n = 8, α = 0.25: the n/2 = 4 prefix's tail is one rollout, so Prefix-TEA would be exactly 2·TEA."""
+    rule = parse_rule("prefix_tea", {"alpha": 0.25, "budget": 64})
+    rewards = torch.randn(5, 8, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    # What the check prevents: weights (−1, 2) for prefixes (4, 8), the first contributing 0.
+    doubled = rule.advantages(rewards, None)
+    torch.testing.assert_close(doubled, 2 * TEA(alpha=0.25, budget=64).advantages(rewards, None))
+    with pytest.raises(ValueError, match=r"prefix n_ℓ = 4 of \(4, 8\) has a tail of ⌈α n_ℓ⌉ = 1 rollout"):
+        rule.check_fits(group_size=8)
+    rule.check_fits(group_size=16)  # prefixes (8, 16): tails of 2 and 4
+    parse_rule("prefix_tea", {"alpha": 0.5, "budget": 64}).check_fits(group_size=8)  # tails of 2 and 4
+    with pytest.raises(ValueError, match=r"prefix n_ℓ = 3 of \(3, 12\)"):
+        parse_rule("prefix_tea", {"alpha": 0.25, "budget": 64, "prefixes": (3, 12)}).check_fits(group_size=12)

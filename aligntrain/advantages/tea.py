@@ -180,7 +180,17 @@ class PrefixTEA(TEA):
             raise ValueError(f"option prefixes defaults to (n/2, n), which needs n >= 4 (n = {group_size})")
         if self.prefixes is not None and self.prefixes[-1] != group_size:
             raise ValueError(f"option prefixes must end at the group size n = {group_size}, got {self.prefixes}")
-        super().check_group_size(group_size)  # the whole group's tail; a smaller prefix's may hold one rollout
+        super().check_group_size(group_size)
+        # A prefix whose tail holds one rollout contributes 0, and the extrapolation weights then
+        # only rescale the other prefixes: with (n/2, n) and weights (−1, 2) the rule is 2 × TEA.
+        sizes = self.prefixes if self.prefixes is not None else default_prefixes(group_size)
+        for size in sizes:
+            if tail_count(self.alpha, size) < 2:
+                raise ValueError(
+                    f"prefix n_ℓ = {size} of {tuple(sizes)} has a tail of ⌈α n_ℓ⌉ = {tail_count(self.alpha, size)} "
+                    f"rollout with alpha = {self.alpha}: its shaped rewards are 0 and Prefix-TEA would be a rescaled "
+                    "TEA; raise alpha, the group size or the smallest prefix (α n_ℓ > 1)"
+                )
 
     def advantages(self, rewards: Tensor, context: RuleContext) -> Tensor:
         n = rewards.shape[1]
