@@ -456,6 +456,15 @@ class DiagnosticsConfig(_Section):
         le=1,
         description="Consensus ρ of the majority SFT weight (k = ⌈ρN⌉) set against the exact weight p_t·D/P.",
     )
+    majority_ties: Literal["uniform", "strict"] = Field(
+        "uniform",
+        description=(
+            "Tie convention of majority vote in the diagnose stage's forced-vote diagnostics (D/a_t and the "
+            "exact weight; docs/math.md §4.1): 'uniform' scores a tie of the gold answer with τ rivals "
+            "1/(1+τ), as the maj@k the study evaluates; 'strict' scores it 0 (the gold answer must have "
+            "strictly more votes than every rival), the CAT authors' convention, for comparison with CAT Fig. 9."
+        ),
+    )
     oracle: OracleGradientConfig = OracleGradientConfig()
     synthetic: SyntheticConfig = SyntheticConfig()
 

@@ -286,6 +286,7 @@ STAGES: tuple[Stage, ...] = (
             "diagnostics.budgets",
             "diagnostics.tail_fraction",
             "diagnostics.majority_consensus",
+            "diagnostics.majority_ties",
             "model",
             "problem",
             "rollouts.max_new_tokens",

@@ -44,14 +44,20 @@ def pass_rule(correct):
     return lambda draws: F(int(any(correct[i] for i in draws)))
 
 
-def majority_rule(target, votable):
+def majority_rule(target, votable, ties="uniform"):
+    """Plurality vote: a tie of the target with τ rivals scores 1/(1+τ) (uniform) or 0 (strict)."""
+
     def value(draws):
         votes = Counter(i for i in draws if votable[i])
         if not votes:
             return F(0)
         top = max(votes.values())
         leaders = [i for i, count in votes.items() if count == top]
-        return F(1, len(leaders)) if target in leaders else F(0)
+        if target not in leaders:
+            return F(0)
+        if ties == "strict":
+            return F(int(leaders == [target]))
+        return F(1, len(leaders))
 
     return value
 
@@ -107,6 +113,36 @@ def decay_derivative(coefficients, point, t):
 
 def floats(values):
     return np.array([float(v) for v in values])
+
+
+def tuple_mass(probs, draws):
+    mass = F(1)
+    for i in draws:
+        mass *= probs[i]
+    return mass
+
+
+def enumerated_forced_votes(probs, n, rule):
+    """Exact P = Σ over every N-tuple of Π p · value, and a_j = N Σ over every (N−1)-tuple
+    of Π p · value(tuple + j): the forced-vote identity's right side, tuple by tuple."""
+    outcomes = range(len(probs))
+    value = sum(tuple_mass(probs, d) * rule(d) for d in itertools.product(outcomes, repeat=n))
+    free = list(itertools.product(outcomes, repeat=n - 1))
+    a = [n * sum(tuple_mass(probs, d) * rule((*d, j)) for d in free) for j in outcomes]
+    return value, a
+
+
+def exact_partial_derivative(coefficients, point, j):
+    """∂P/∂p_j of the enumerated polynomial, term by term (no step)."""
+    total = F(0)
+    for exponents, coefficient in coefficients.items():
+        if exponents[j] == 0:
+            continue
+        term = coefficient * exponents[j]
+        for i, (x, e) in enumerate(zip(point, exponents)):
+            term *= x ** (e - 1 if i == j else e)
+        total += term
+    return total
 
 
 # Each case: (strategy, probabilities as fractions, keyword arguments, brute-force rule).
@@ -272,15 +308,18 @@ def dirichlet_probs(weights):
     weights=st.lists(st.integers(1, 50), min_size=2, max_size=6),
     n=st.integers(1, 16),
     unvotable=st.booleans(),
+    ties=st.sampled_from(["uniform", "strict"]),
 )
-def test_plurality_decay_derivative_lies_between_zero_and_a_t(weights, n, unvotable):
+def test_plurality_decay_derivative_lies_between_zero_and_a_t(weights, n, unvotable, ties):
+    """Under either tie convention the win indicator rises with the gold count and falls
+    with a rival's, so forcing a gold vote helps most and 0 <= C <= a_t."""
     probs = dirichlet_probs(weights)
     votable = np.ones(len(weights), dtype=bool)
     if unvotable and len(weights) > 2:
         votable[-1] = False
-    result = diagonal_efficiency(probs, n, "majority", 0, votable=votable, method="exact")
+    result = diagonal_efficiency(probs, n, "majority", 0, votable=votable, ties=ties, method="exact")
     assert -1e-9 <= result.exact_derivative <= result.a_target + 1e-9
-    a = forced_vote_sensitivities(probs, n, "majority", target=0, votable=votable, method="exact")
+    a = forced_vote_sensitivities(probs, n, "majority", target=0, votable=votable, ties=ties, method="exact")
     assert np.all(a[votable] <= a[0] + 1e-9)  # adversarial symmetry (CAT eq. 38)
     assert 0.5 - 1e-9 <= result.paper_ratio <= 1 + 1e-9  # the paper's saved ratio, by construction
 
@@ -323,6 +362,98 @@ def test_majority_value_approaches_maj_at_k_of_a_large_pool(k):
 
 
 # ---------------------------------------------------------------------------
+# Tie conventions of majority vote: "uniform" (1/(1+τ)) and "strict" (a tie loses)
+
+# (probs, target, votable): 3–4 classes; unvotable outcomes, equal rival probabilities
+# (shared factor powers), a zero-probability rival, an underdog target, two unvotables.
+TIE_CASES = {
+    "three_classes": ([F(1, 2), F(1, 3), F(1, 6)], 0, [True, True, True]),
+    "equal_rivals_unvotable": ([F(3, 10), F(1, 5), F(1, 5), F(3, 10)], 0, [True, True, True, False]),
+    "underdog_unvotable": ([F(1, 10), F(2, 5), F(3, 10), F(1, 5)], 0, [True, True, True, False]),
+    "zero_rival": ([F(1, 2), F(0), F(1, 4), F(1, 4)], 0, [True, True, True, False]),
+    "two_unvotable": ([F(1, 5), F(1, 5), F(1, 5), F(2, 5)], 1, [False, True, True, False]),
+    "uniform_three": ([F(1, 3), F(1, 3), F(1, 3)], 2, [True, True, True]),
+}
+
+
+@pytest.mark.parametrize("ties", ["uniform", "strict"])
+@pytest.mark.parametrize("case", sorted(TIE_CASES))
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5])
+def test_majority_dp_equals_enumeration_of_every_tuple(case, n, ties):
+    probs, target, votable = TIE_CASES[case]
+    rule = majority_rule(target, votable, ties)
+    value, a = enumerated_forced_votes(probs, n, rule)
+    # the forced-vote identity itself, exactly: a_j is ∂P/∂p_j of the enumerated polynomial
+    coefficients = polynomial(len(probs), n, rule)
+    assert evaluate(coefficients, probs) == value
+    assert [exact_partial_derivative(coefficients, probs, j) for j in range(len(probs))] == a
+    kwargs = {"target": target, "votable": np.array(votable), "ties": ties}
+    got = forced_vote_sensitivities(floats(probs), n, "majority", method="exact", **kwargs)
+    np.testing.assert_allclose(got, floats(a), rtol=1e-12, atol=1e-13)
+    assert strategy_value(floats(probs), n, "majority", **kwargs) == pytest.approx(float(value), rel=1e-12, abs=1e-14)
+    if probs[target] < 1:
+        result = diagonal_efficiency(floats(probs), n, "majority", method="exact", **kwargs)
+        expected = float(decay_derivative(coefficients, probs, target))
+        assert result.exact_derivative == pytest.approx(expected, rel=1e-9, abs=1e-9)
+        assert result.ties == ties
+
+
+def test_majority_strict_and_uniform_differ_only_by_ties():
+    """No tie possible (N = 1, or one votable class): the conventions agree; N = 2 with two
+    classes ties half the split draws, and they differ."""
+    for probs, kwargs in (([0.6, 0.4], {"target": 0}), ([0.6, 0.3, 0.1], {"target": 0})):
+        uniform = forced_vote_sensitivities(probs, 1, "majority", method="exact", **kwargs)
+        strict = forced_vote_sensitivities(probs, 1, "majority", method="exact", ties="strict", **kwargs)
+        np.testing.assert_array_equal(uniform, strict)
+    only_gold = {"target": 0, "votable": np.array([True, False])}
+    np.testing.assert_allclose(
+        forced_vote_sensitivities([0.6, 0.4], 5, "majority", method="exact", **only_gold),
+        forced_vote_sensitivities([0.6, 0.4], 5, "majority", method="exact", ties="strict", **only_gold),
+        rtol=1e-14,
+    )
+
+
+@pytest.mark.parametrize("p_t", [0.5, 0.9, 0.99])
+def test_tie_conventions_differ_in_efficiency_by_up_to_a_factor_of_two(p_t):
+    """Two classes, N = 2 (a = (2p, 0) strict; (2p + q, p) uniform): D = 2p_t against 1 on the
+    simplex, a_t = 2p_t against 1 + p_t, so D/a_t = 1 strict and 1/(1 + p_t) uniform — a
+    factor 1 + p_t, 1.99 at p_t = 0.99; CAT's saved ratio a_t/(a_t + C) is 1 against
+    (1 + p_t)/(1 + 2p_t)."""
+    probs = [p_t, 1 - p_t]
+    uniform = diagonal_efficiency(probs, 2, "majority", 0)
+    strict = diagonal_efficiency(probs, 2, "majority", 0, ties="strict")
+    assert uniform.efficiency == pytest.approx(1 / (1 + p_t), rel=1e-12)
+    assert strict.efficiency == pytest.approx(1.0, rel=1e-12)
+    assert strict.efficiency / uniform.efficiency == pytest.approx(1 + p_t, rel=1e-12)
+    assert uniform.paper_ratio == pytest.approx((1 + p_t) / (1 + 2 * p_t), rel=1e-12)
+    assert strict.paper_ratio == pytest.approx(1.0, rel=1e-12)
+    assert (uniform.ties, strict.ties) == ("uniform", "strict")
+
+
+@pytest.mark.parametrize("ties", ["uniform", "strict"])
+@pytest.mark.parametrize(
+    ("probs", "votable", "n"),
+    [
+        ([0.3, 0.25, 0.2, 0.15, 0.1], [True, True, True, True, False], 8),
+        ([0.2, 0.3, 0.3, 0.2], [True, True, True, True], 8),
+        ([0.35, 0.3, 0.2, 0.15], [True, True, True, False], 24),
+    ],
+)
+def test_majority_monte_carlo_agrees_with_the_dp_under_either_convention(probs, votable, n, ties):
+    kwargs = {"target": 0, "votable": np.array(votable)}
+    exact = forced_vote_sensitivities(probs, n, "majority", method="exact", ties=ties, **kwargs)
+    other = forced_vote_sensitivities(
+        probs, n, "majority", method="exact", ties="strict" if ties == "uniform" else "uniform", **kwargs
+    )
+    estimate = monte_carlo_sensitivities(probs, n, "majority", ties=ties, **kwargs)
+    assert np.all(np.abs(estimate.values - exact) <= 4.5 * estimate.standard_errors + 1e-12)
+    # the estimate tells the conventions apart: the other one's a_t is many errors away
+    assert abs(estimate.values[0] - other[0]) > 6 * estimate.standard_errors[0]
+    via_method = forced_vote_sensitivities(probs, n, "majority", method="monte_carlo", ties=ties, **kwargs)
+    np.testing.assert_array_equal(via_method, estimate.values)
+
+
+# ---------------------------------------------------------------------------
 # Training weight against the exact derivative
 
 
@@ -351,6 +482,19 @@ def test_majority_training_weight_uses_the_binomial_threshold_surrogate():
     exact = diagonal_efficiency(probs, n, "majority", 0, method="exact")
     assert result.exact_derivative == pytest.approx(exact.exact_derivative, rel=1e-12)
     assert result.exact_weight == pytest.approx(0.3 * exact.exact_derivative / exact.value, rel=1e-12)
+
+
+def test_majority_training_weight_comparison_follows_the_tie_convention():
+    probs, n, k = [0.45, 0.35, 0.2], 6, 3
+    for ties in ("uniform", "strict"):
+        result = training_weight_comparison(probs, n, "majority", 0, threshold=k, ties=ties)
+        exact = diagonal_efficiency(probs, n, "majority", 0, method="exact", ties=ties)
+        assert result.exact_value == pytest.approx(strategy_value(probs, n, "majority", target=0, ties=ties))
+        assert result.exact_derivative == pytest.approx(exact.exact_derivative, rel=1e-12)
+    uniform = training_weight_comparison(probs, n, "majority", 0, threshold=k)
+    strict = training_weight_comparison(probs, n, "majority", 0, threshold=k, ties="strict")
+    assert strict.diagonal_weight == uniform.diagonal_weight  # B(p) has no ties
+    assert strict.exact_value < uniform.exact_value  # a tie is a loss
 
 
 def test_best_of_n_selection_compares_with_cats_rank_weight():
@@ -422,7 +566,17 @@ def test_pool_efficiencies_rows_reasons_and_values():
     with_gold = pool_efficiencies(pool, [4], "majority", gold_classes={"a": "1", "b": "1"}).set_index("prompt_id")
     assert with_gold.loc["b", "reason"] == "gold_absent"
     assert with_gold.loc["c", "reason"] == "no_gold_class"
+    assert set(table["ties"]) == {"uniform"}
+    strict = pool_efficiencies(pool, [4, 8], "majority", ties="strict").set_index(["prompt_id", "budget"])
+    assert set(strict["ties"]) == {"strict"}
+    for n in (4, 8):
+        expected = diagonal_efficiency(
+            [0.5, 0.25, 0.125, 0.125], n, "majority", 0, votable=np.array([True, True, False, True]), ties="strict"
+        )
+        assert strict.loc[("a", n), "efficiency"] == pytest.approx(expected.efficiency, rel=1e-12)
+        assert strict.loc[("a", n), "efficiency"] != pytest.approx(by_prompt.loc[("a", n), "efficiency"], rel=1e-3)
     passes = pool_efficiencies(pool, [4], "pass").set_index("prompt_id")
+    assert passes["ties"].isna().all()  # pass@N has no ties to break
     assert passes.loc["a", "efficiency"] == pytest.approx(0.5**3, rel=1e-12)
     best = pool_efficiencies(pool, [4], "best_of_n").set_index("prompt_id")
     assert best.loc["a", "efficiency"] == pytest.approx(0.5**3, rel=1e-12)  # 0/1 rewards: pass@N
@@ -459,6 +613,11 @@ def test_pool_efficiencies_rows_reasons_and_values():
         (lambda: pool_efficiencies(make_pool(), [], "majority"), "budgets"),
         (lambda: pool_efficiencies(make_pool(), [4], "best_of_n_selection"), "strategy"),
         (lambda: pool_efficiencies(make_pool().drop(columns="reward"), [4], "majority"), "reward"),
+        (lambda: forced_vote_sensitivities([0.5, 0.5], 4, "majority", target=0, ties="coin"), "ties"),
+        (lambda: forced_vote_sensitivities([0.5, 0.5], 4, "pass", target=0, ties="strict"), "ties"),
+        (lambda: diagonal_efficiency([0.5, 0.5], 4, "best_of_n", rewards=[0.0, 1.0], ties="strict"), "ties"),
+        (lambda: pool_efficiencies(make_pool(), [4], "best_of_n", ties="strict"), "ties"),
+        (lambda: strategy_value([0.5, 0.5], 4, "majority", target=0, ties=None), "ties"),
     ],
 )
 def test_bad_arguments_raise_value_errors_naming_them(call, name):

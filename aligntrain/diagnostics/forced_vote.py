@@ -22,11 +22,19 @@ by treating P as a function of p_t alone). Euler's identity for homogeneous poly
 
 Strategies (``STRATEGIES``):
 - ``pass``: outcome j has a correct flag; the N draws win iff one is correct.
-- ``majority``: plurality vote over answer classes, target = the gold class; ties broken
-  uniformly at random (expected value 1/(1+τ) for a tie with τ rivals); an outcome with
-  ``votable`` False (unparseable) is drawn but never wins; no votable draw fails. The same
-  convention as ``aligntrain.estimators.maj_at_k``, but with replacement (iid draws): on
-  the empirical distribution of a pool of M it agrees with maj@k only as M → ∞.
+- ``majority``: plurality vote over answer classes, target = the gold class; an outcome with
+  ``votable`` False (unparseable) is drawn but never wins; no votable draw fails. Ties
+  follow ``ties`` (docs/math.md §4.1):
+  ``"uniform"`` (default) — broken uniformly at random, a tie of the gold class with τ
+  rivals is worth its expected value 1/(1+τ): the convention of
+  ``aligntrain.estimators.maj_at_k`` (docs/math.md §1.2), so the diagnostics describe the
+  metric the study reports; ``"strict"`` — the gold class wins only with strictly more
+  votes than every rival, a tie is a loss: the CAT authors' convention, for comparison
+  with CAT Figure 9. The two give different polynomials, hence different a_j
+  and D/a_t: with two classes at N = 2, D/a_t = 1/(1 + p_t) uniform against 1 strict
+  (a factor up to 2); on random distributions strict's D/a_t is the larger, by a median
+  4–9% at N = 4–32 (docs/math.md §4.2). Either way with replacement (iid draws): on the
+  empirical distribution of a pool of M, the uniform value agrees with maj@k only as M → ∞.
 - ``best_of_n``: outcome j has reward r_j; value = E[max reward of the N draws]. Its forced-
   vote sensitivities are the oracle advantages of docs/math.md §4 plus N·P. [choice] target =
   the top-reward outcome (the first of them on a tie). D/a_t is not shift-invariant here:
@@ -37,9 +45,9 @@ Strategies (``STRATEGIES``):
   CAT's N·q^{N−1} (``cat_best_of_n_rl_weight``), q = mass strictly below r_t.
 
 Methods: ``exact`` — closed forms for pass, best_of_n and best_of_n_selection (O(m) or
-O(N²)); a dynamic programme for majority (``_majority_exact``); ``monte_carlo`` — CAT's
-5000 draws with seed 42 (``monte_carlo_sensitivities``); ``auto`` — exact, except majority
-with N > ``AUTO_EXACT_MAJORITY_MAX_BUDGET``.
+O(N²)); a dynamic programme for majority, either tie convention (``_majority_exact``);
+``monte_carlo`` — CAT's 5000 draws with seed 42 (``monte_carlo_sensitivities``); ``auto``
+— exact, except majority with N > ``AUTO_EXACT_MAJORITY_MAX_BUDGET``.
 """
 
 from __future__ import annotations
@@ -48,6 +56,7 @@ import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -76,6 +85,8 @@ __all__ = [
     "MonteCarloSensitivities",
     "POOL_STRATEGIES",
     "STRATEGIES",
+    "TIES",
+    "Ties",
     "WeightComparison",
     "class_distribution",
     "diagonal_efficiency",
@@ -103,6 +114,14 @@ _MAJORITY_EXACT_MAX_BUDGET = 1000
 
 _PROBABILITY_SUM_TOLERANCE = 1e-9
 
+#: Majority vote's tie conventions (module docstring, docs/math.md §4.1): "uniform" scores a
+#: tie of the gold class with τ rivals 1/(1+τ) (maj@k's convention), "strict" scores it 0 (CAT's).
+Ties = Literal["uniform", "strict"]
+TIES: tuple[Ties, ...] = ("uniform", "strict")
+
+#: Only plurality vote has ties to break: the other strategies refuse ties="strict" (``_check_ties``).
+_STRATEGIES_WITH_TIES = ("majority",)
+
 
 # ---------------------------------------------------------------------------
 # Validation
@@ -127,6 +146,16 @@ def _check_mask(mask: ArrayLike | None, size: int, name: str) -> np.ndarray | No
     return array
 
 
+def _check_ties(ties: object, strategy: str) -> Ties:
+    if ties not in TIES:
+        raise ValueError(f"ties must be one of {TIES}, got {ties!r}")
+    if ties != "uniform" and strategy not in _STRATEGIES_WITH_TIES:
+        # best_of_n_selection's equal-reward ties are a different rule (a uniform pick among
+        # the maximal draws, CAT App. B.3): refuse rather than silently ignore the option.
+        raise ValueError(f"ties={ties!r} applies to strategy 'majority' only, got strategy {strategy!r}")
+    return ties
+
+
 def _check_target(target: object, size: int) -> int | None:
     if target is None:
         return None
@@ -145,6 +174,7 @@ class _Outcomes:
     correct: np.ndarray | None = None
     rewards: np.ndarray | None = None
     votable: np.ndarray | None = None
+    ties: Ties = "uniform"  # majority only (``_check_ties``)
 
     def replace(self, **changes: object) -> _Outcomes:
         return _Outcomes(**{**self.__dict__, **changes})
@@ -156,6 +186,7 @@ def _outcomes(
     correct: ArrayLike | None = None,
     rewards: ArrayLike | None = None,
     votable: ArrayLike | None = None,
+    ties: Ties = "uniform",
 ) -> _Outcomes:
     p = _check_probs(probs)
     reward_values = None
@@ -169,6 +200,7 @@ def _outcomes(
         correct=_check_mask(correct, p.size, "correct"),
         rewards=reward_values,
         votable=_check_mask(votable, p.size, "votable"),
+        ties=ties,
     )
 
 
@@ -204,7 +236,7 @@ def _pass_draw_values(o: _Outcomes, counts: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------
-# majority: plurality vote, uniform tie-break, unvotable outcomes never win
+# majority: plurality vote, ties uniform or strict, unvotable outcomes never win
 
 
 def _prepare_majority(o: _Outcomes) -> _Outcomes:
@@ -286,9 +318,15 @@ def _tie_quadrature(max_ties: int) -> tuple[np.ndarray, np.ndarray]:
     return (nodes + 1.0) / 2.0, weights / 2.0
 
 
+#: The strict convention has no tie to mark: one "node" z = 1 of weight 1 leaves the
+#: rival factors plain truncated powers and the quadrature a plain sum.
+_NO_TIE_QUADRATURE = (np.ones(1), np.ones(1))
+
+
 def _rival_factor(prob: float, cap: int, nodes: np.ndarray, length: int) -> _CountMass:
     """One rival taking n draws (n < length) and ending with at most ``cap`` votes: mass p^n
-    below the cap, z·p^cap at the cap (a tie, one row per node z), none above."""
+    below the cap, z·p^cap at the cap (a tie, one row per node z; z = 1 under the strict
+    convention, whose cap is one below the gold count), none above."""
     support = min(cap + 1, length)
     masses = np.zeros((nodes.size, length))
     masses[:, :support] = np.power(prob, np.arange(support))
@@ -301,18 +339,22 @@ def _majority_exact(o: _Outcomes, n: int) -> tuple[float, np.ndarray]:
     """Exact P and a_j for plurality vote by a DP over the gold class's final vote count t.
 
     For each t, the non-gold draws are spread over the unvotable mass u (any count) and
-    the rivals (each at most t votes, a tie at t marked by z, ``_tie_quadrature``); their
-    joint count masses combine by binomial convolution (``_combine``). With
-    R_t = U ⊛ Π_rivals g_{r,t} (g_{r,c}: rival r capped at c votes),
+    the rivals, each capped at c_t votes: c_t = t under the uniform convention (a tie at t
+    marked by z, ``_tie_quadrature``: 1/(1+τ) = ∫₀¹ z^τ dz), c_t = t − 1 under the strict
+    one (a tie loses, nothing to mark: z ≡ 1). Their joint count masses combine by
+    binomial convolution (``_combine``). With R_t = U ⊛ Π_rivals g_{r,c_t} (g_{r,c}: rival
+    r capped at c votes),
       P   = Σ_t C(N, t) p_g^t ∫ R_t[N − t] dz,
       a_g = N Σ_t C(N−1, t−1) p_g^{t−1} ∫ R_t[N − t] dz         (the forced vote is gold's),
       a_u = N Σ_t C(N−1, t) p_g^t ∫ R_t[N − 1 − t] dz          (a forced unvotable vote changes nothing),
-      a_r = N Σ_t C(N−1, t) p_g^t ∫ (R_t / g_{r,t} ⊛ g_{r,t−1})[N − 1 − t] dz
-    (a rival forced one vote may draw at most t − 1 more), "/ g_{r,t}" meaning the product
-    without that factor: prefix and suffix products, never a division. Rivals of equal
-    probability share one factor power. Above t = N/2 no rival can tie, R_t is the
-    untruncated (Σ_{j≠g} p_j)^{N−t} and the sums close. Everything is the multinomial
-    polynomial itself (nothing uses Σ p = 1), so the a_j are its partial derivatives.
+      a_r = N Σ_t C(N−1, t) p_g^t ∫ (R_t / g_{r,c_t} ⊛ g_{r,c_t−1})[N − 1 − t] dz
+    (a rival forced one vote may draw at most c_t − 1 more; none at all when c_t = 0, the
+    strict t = 1, where a forced rival vote already ties the gold class and a_r gets no
+    term), "/ g_{r,c_t}" meaning the product without that factor: prefix and suffix
+    products, never a division. Rivals of equal probability share one factor power. Above
+    t = N/2 no rival can reach t under either convention, R_t is the untruncated
+    (Σ_{j≠g} p_j)^{N−t} and the sums close. Everything is the multinomial polynomial
+    itself (nothing uses Σ p = 1), so the a_j are its partial derivatives.
     Cost: O(N) levels × O(K) products of length N − t for K distinct rival probabilities.
     """
     if n > _MAJORITY_EXACT_MAX_BUDGET:
@@ -325,6 +367,7 @@ def _majority_exact(o: _Outcomes, n: int) -> tuple[float, np.ndarray]:
     gold_prob = float(probs[gold])
     num_rivals = int(is_rival.sum())
     binom = _binomial_table(n + 1)
+    strict = o.ties == "strict"
 
     # Gold counts t > N/2: a sure win; the rest of the draws may fall anywhere.
     others_mass = float(np.delete(probs, gold).sum())
@@ -338,8 +381,9 @@ def _majority_exact(o: _Outcomes, n: int) -> tuple[float, np.ndarray]:
 
     for t in range(1, n // 2 + 1):
         length = n - t + 1  # the non-gold draws number at most N − t
-        nodes, weights = _tie_quadrature(min(num_rivals, (n - t) // t))
-        capped = [_rival_factor(q, t, nodes, length) for q in rival_probs]
+        cap = t - 1 if strict else t
+        nodes, weights = _NO_TIE_QUADRATURE if strict else _tie_quadrature(min(num_rivals, (n - t) // t))
+        capped = [_rival_factor(q, cap, nodes, length) for q in rival_probs]
         rest_of_groups = [_power(g, r - 1) for g, r in zip(capped, group_sizes, strict=True)]
         factors = [_combine(g, rest) for g, rest in zip(capped, rest_of_groups, strict=True)]
         unvotable = np.broadcast_to(np.power(unvotable_mass, np.arange(length)), (nodes.size, length))
@@ -357,8 +401,10 @@ def _majority_exact(o: _Outcomes, n: int) -> tuple[float, np.ndarray]:
         a_gold += binom[n - 1, t - 1] * gold_prob ** (t - 1) * (weights @ rest[:, n - t])
         last = n - 1 - t  # t <= N/2 < N, so last >= 0
         a_unvotable += binom[n - 1, t] * gold_votes * (weights @ rest[:, last])
+        if cap == 0:
+            continue  # strict, t = 1: a forced rival vote ties the single gold vote, a loss
         for k, (q, rest_of_group) in enumerate(zip(rival_probs, rest_of_groups, strict=True)):
-            forced = _combine(rest_of_group, _rival_factor(q, t - 1, nodes, length))
+            forced = _combine(rest_of_group, _rival_factor(q, cap - 1, nodes, length))
             with_forced = _combine(prefix[k], forced)
             a_groups[k] += binom[n - 1, t] * gold_votes * (weights @ _coefficient_at(with_forced, suffix[k], last))
 
@@ -369,10 +415,14 @@ def _majority_exact(o: _Outcomes, n: int) -> tuple[float, np.ndarray]:
 
 
 def _majority_draw_values(o: _Outcomes, counts: np.ndarray) -> np.ndarray:
-    votes = np.where(o.votable, counts, -1)
+    votes = np.where(o.votable, counts, -1)  # unvotable outcomes never lead
+    gold = counts[:, o.target]
+    if o.ties == "strict":
+        votes[:, o.target] = -1
+        return ((gold > votes.max(axis=1)) & (gold > 0)).astype(np.float64)
     top = votes.max(axis=1)
     ties = (votes == top[:, None]).sum(axis=1)
-    wins = (counts[:, o.target] == top) & (top > 0)
+    wins = (gold == top) & (top > 0)
     return wins / ties
 
 
@@ -503,10 +553,12 @@ def _prepared(
     correct: ArrayLike | None,
     rewards: ArrayLike | None,
     votable: ArrayLike | None,
+    ties: object = "uniform",
 ) -> tuple[_Strategy, _Outcomes, int]:
     rule = _strategy(strategy)
     budget = check_int(n, "n", minimum=1)
-    return rule, rule.prepare(_outcomes(probs, target, correct, rewards, votable)), budget
+    ties = _check_ties(ties, strategy)
+    return rule, rule.prepare(_outcomes(probs, target, correct, rewards, votable, ties)), budget
 
 
 # ---------------------------------------------------------------------------
@@ -531,13 +583,14 @@ def strategy_value(
     correct: ArrayLike | None = None,
     rewards: ArrayLike | None = None,
     votable: ArrayLike | None = None,
+    ties: Ties = "uniform",
 ) -> float:
     """Exact P(p) of ``strategy`` at budget n (win probability, or E[max reward] for best_of_n).
 
     Arguments as in ``forced_vote_sensitivities``. The majority DP takes a few seconds at
     N = 256 (see ``_majority_exact``).
     """
-    rule, outcomes, budget = _prepared(probs, n, strategy, target, correct, rewards, votable)
+    rule, outcomes, budget = _prepared(probs, n, strategy, target, correct, rewards, votable, ties)
     return float(rule.exact(outcomes, budget)[0])
 
 
@@ -565,6 +618,7 @@ def monte_carlo_sensitivities(
     correct: ArrayLike | None = None,
     rewards: ArrayLike | None = None,
     votable: ArrayLike | None = None,
+    ties: Ties = "uniform",
     num_draws: int = DEFAULT_NUM_DRAWS,
     seed: int | None = DEFAULT_SEED,
 ) -> MonteCarloSensitivities:
@@ -574,7 +628,7 @@ def monte_carlo_sensitivities(
     random numbers, so differences a_t − a_j are less noisy than each a_j); standard errors
     are N·std/√draws (ddof = 1). Arguments as in ``forced_vote_sensitivities``.
     """
-    rule, outcomes, budget = _prepared(probs, n, strategy, target, correct, rewards, votable)
+    rule, outcomes, budget = _prepared(probs, n, strategy, target, correct, rewards, votable, ties)
     return _monte_carlo(rule, outcomes, budget, num_draws, seed)
 
 
@@ -598,6 +652,7 @@ def forced_vote_sensitivities(
     correct: ArrayLike | None = None,
     rewards: ArrayLike | None = None,
     votable: ArrayLike | None = None,
+    ties: Ties = "uniform",
     method: str = "auto",
     num_draws: int = DEFAULT_NUM_DRAWS,
     seed: int | None = DEFAULT_SEED,
@@ -606,12 +661,15 @@ def forced_vote_sensitivities(
 
     probs: the distribution over outcomes (sums to 1 within 1e-9; renormalised). Per
     strategy: ``pass`` reads ``correct`` (or a one-hot ``target``); ``majority`` reads
-    ``target`` (the gold class) and ``votable`` (default all True); ``best_of_n`` reads
-    ``rewards``; ``best_of_n_selection`` reads ``rewards`` and ``target``. ``method``:
+    ``target`` (the gold class), ``votable`` (default all True) and ``ties`` (``"uniform"``:
+    a tie with τ rivals scores 1/(1+τ), maj@k's convention; ``"strict"``: a tie loses,
+    the CAT authors' convention; the module docstring); ``best_of_n`` reads ``rewards``;
+    ``best_of_n_selection`` reads ``rewards`` and ``target``. ``ties`` other than
+    ``"uniform"`` is an error for the strategies other than majority. ``method``:
     ``exact``, ``monte_carlo`` (``num_draws`` draws, ``seed``; CAT uses 5000 and 42) or
     ``auto`` (exact unless majority with N > ``AUTO_EXACT_MAJORITY_MAX_BUDGET``).
     """
-    rule, outcomes, budget = _prepared(probs, n, strategy, target, correct, rewards, votable)
+    rule, outcomes, budget = _prepared(probs, n, strategy, target, correct, rewards, votable, ties)
     return _sensitivities(rule, outcomes, budget, method, num_draws, seed)[0]
 
 
@@ -639,7 +697,8 @@ class DiagonalEfficiency:
     """The diagonal term against the exact proportional-decay derivative (docs/math.md §4).
 
     efficiency = D/a_t (NaN when a_t = 0); paper_ratio = a_t/(a_t + C), what CAT saved for
-    Figure 9; value = P = Σ_j p_j a_j/N (Euler's identity).
+    Figure 9; value = P = Σ_j p_j a_j/N (Euler's identity). ties: majority's tie convention
+    ("uniform" or "strict"), None for the strategies without plurality ties.
     """
 
     target: int
@@ -651,6 +710,7 @@ class DiagonalEfficiency:
     efficiency: float
     paper_ratio: float
     method: str
+    ties: Ties | None
 
 
 def _ratio(numerator: float, denominator: float) -> float:
@@ -666,6 +726,7 @@ def diagonal_efficiency(
     correct: ArrayLike | None = None,
     rewards: ArrayLike | None = None,
     votable: ArrayLike | None = None,
+    ties: Ties = "uniform",
     method: str = "auto",
     num_draws: int = DEFAULT_NUM_DRAWS,
     seed: int | None = DEFAULT_SEED,
@@ -675,7 +736,7 @@ def diagonal_efficiency(
     target defaults per strategy: the only correct outcome (pass), the top-reward outcome
     (best_of_n); majority and best_of_n_selection need it.
     """
-    rule, outcomes, budget = _prepared(probs, n, strategy, target, correct, rewards, votable)
+    rule, outcomes, budget = _prepared(probs, n, strategy, target, correct, rewards, votable, ties)
     if outcomes.target is None:
         raise ValueError(f"target is required for strategy {strategy!r} with these arguments")
     return _efficiency(rule, outcomes, budget, method, num_draws, seed)
@@ -699,7 +760,13 @@ def _efficiency(
         efficiency=_ratio(derivative, a_target),
         paper_ratio=_ratio(a_target, a_target + correction),
         method=ran,
+        ties=_ties_shown(rule, outcomes.ties),
     )
+
+
+def _ties_shown(rule: _Strategy, ties: Ties) -> Ties | None:
+    """The tie convention a result was computed under, None where the strategy has no plurality ties."""
+    return ties if rule is STRATEGIES["majority"] else None
 
 
 # ---------------------------------------------------------------------------
@@ -759,16 +826,18 @@ def training_weight_comparison(
     correct: ArrayLike | None = None,
     rewards: ArrayLike | None = None,
     votable: ArrayLike | None = None,
+    ties: Ties = "uniform",
 ) -> WeightComparison:
     """The diagonal training rule's derivative (and SFT weight) against the exact D (and p_t·D/P).
 
-    ``threshold`` is majority's k. Exact methods only; weights come from
+    ``threshold`` is majority's k; ``ties`` its tie convention for the exact side (the
+    surrogate B(p) = P[Bin(N, p) >= k] has no ties). Exact methods only; weights come from
     ``aligntrain.losses`` (pass: ``pass_at_n_weight``; majority: ``majority_weight`` and
     ``majority_loss`` for B; best_of_n_selection: ``cat_best_of_n_rl_weight``).
     """
     if strategy not in _SURROGATES:
         raise ValueError(f"strategy must be one of {sorted(_SURROGATES)} for a weight comparison, got {strategy!r}")
-    rule, outcomes, budget = _prepared(probs, n, strategy, target, correct, rewards, votable)
+    rule, outcomes, budget = _prepared(probs, n, strategy, target, correct, rewards, votable, ties)
     if outcomes.target is None:
         raise ValueError(f"target is required for strategy {strategy!r} with these arguments")
     if threshold is not None:
@@ -897,6 +966,7 @@ _POOL_COLUMNS = [
     "efficiency",
     "paper_ratio",
     "method",
+    "ties",
     "reason",
 ]
 
@@ -923,6 +993,7 @@ def pool_efficiencies(
     strategy: str,
     gold_classes: Mapping[Hashable, Hashable] | None = None,
     *,
+    ties: Ties = "uniform",
     method: str = "auto",
     num_draws: int = DEFAULT_NUM_DRAWS,
     seed: int | None = DEFAULT_SEED,
@@ -937,7 +1008,9 @@ def pool_efficiencies(
     ``no_gold_class`` (prompt missing from gold_classes), ``no_correct_sample``,
     ``several_correct_classes``, ``gold_absent`` (p_t = 0), ``no_rival_mass`` (p_t = 1:
     every sample is the target), ``zero_target_sensitivity`` (a_t = 0, efficiency NaN).
-    Every Monte Carlo call uses ``seed``.
+    Every Monte Carlo call uses ``seed``. ``ties`` is majority's tie convention; every row
+    of a majority table names it in the ``ties`` column (None for the other strategies),
+    so a table read later says which convention it shows.
     """
     if strategy not in POOL_STRATEGIES:
         raise ValueError(f"strategy must be one of {sorted(POOL_STRATEGIES)} for a pool, got {strategy!r}")
@@ -947,7 +1020,9 @@ def pool_efficiencies(
     budgets = check_int_sequence(budgets, "budgets", minimum=1)
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+    ties = _check_ties(ties, strategy)
     rule, reader = STRATEGIES[strategy], POOL_STRATEGIES[strategy]
+    ties_shown = _ties_shown(rule, ties)
 
     records = []
     for prompt_id, group in pool.groupby("prompt_id", sort=True):
@@ -955,11 +1030,11 @@ def pool_efficiencies(
         outcomes = None
         if reason is None:
             d = distribution
-            outcomes = rule.prepare(_Outcomes(d.probs, d.target, d.correct, d.rewards, d.votable))
+            outcomes = rule.prepare(_Outcomes(d.probs, d.target, d.correct, d.rewards, d.votable, ties))
         for budget in budgets:
             row = dict.fromkeys(_POOL_COLUMNS, math.nan)
             row.update(prompt_id=prompt_id, budget=budget, strategy=strategy, num_samples=len(group))
-            row.update(method=None, reason=reason)
+            row.update(method=None, ties=ties_shown, reason=reason)
             if distribution is not None:
                 row.update(num_outcomes=distribution.probs.size, p_target=distribution.probs[distribution.target])
             if outcomes is not None:

@@ -40,26 +40,30 @@ def _round(value: float) -> float | None:
     return None if value is None or not math.isfinite(value) else round(float(value), 6)
 
 
-def summarize_efficiency(table: pd.DataFrame) -> dict[str, dict[str, float | None]]:
+def summarize_efficiency(table: pd.DataFrame) -> dict[str, dict[str, float | str | None]]:
     """Per strategy and budget: prompts where it is defined, median and share < ½ of D/a_t,
-    and the median of the paper's a_t/(a_t + C)."""
-    out: dict[str, dict[str, float | None]] = {}
+    the median of the paper's a_t/(a_t + C), and majority's tie convention (``ties``, None
+    for the strategies without plurality ties) so the numbers say what they were computed under."""
+    out: dict[str, dict[str, float | str | None]] = {}
     for (strategy, budget), group in table.groupby(["strategy", "budget"], sort=True):
         defined = group.efficiency.dropna()
+        conventions = group["ties"].dropna().unique() if "ties" in group else ()
         out[f"{strategy}@{budget}"] = {
             "prompts": int(defined.size),
             "median_efficiency": _round(defined.median()) if defined.size else None,
             "share_below_half": _round((defined < 0.5).mean()) if defined.size else None,
             "median_paper_ratio": _round(group.paper_ratio.dropna().median()) if defined.size else None,
+            "ties": str(conventions[0]) if len(conventions) == 1 else None,
         }
     return out
 
 
 def majority_weight_comparison(
-    pool: pd.DataFrame, gold: dict, budgets: Sequence[int], consensus: float
+    pool: pd.DataFrame, gold: dict, budgets: Sequence[int], consensus: float, ties: str = "uniform"
 ) -> pd.DataFrame:
     """Per prompt and budget N: CAT's majority SFT weight (a function of p_t alone, k = ⌈ρN⌉)
-    next to the exact weight p_t·D/P of the prompt's answer distribution (docs/math.md §4)."""
+    next to the exact weight p_t·D/P of the prompt's answer distribution (docs/math.md §4),
+    P under the tie convention ``ties`` (``aligntrain.diagnostics.forced_vote.TIES``)."""
     from aligntrain.diagnostics.forced_vote import class_distribution, training_weight_comparison
     from aligntrain.losses import consensus_threshold
 
@@ -77,6 +81,7 @@ def majority_weight_comparison(
                 threshold=consensus_threshold(n, consensus),
                 votable=dist.votable,
                 correct=dist.correct,
+                ties=ties,
             )
             records.append(
                 {
@@ -107,7 +112,13 @@ def diagnose_variant(params: Params, paths: StudyPaths, variant: str, test_rows:
     efficiency = pd.concat(
         [
             pool_efficiencies(
-                pool, cfg.budgets, strategy, gold if strategy == "majority" else None, seed=params.study.seed
+                pool,
+                cfg.budgets,
+                strategy,
+                gold if strategy == "majority" else None,
+                # only plurality vote has ties; the other strategies refuse the option
+                ties=cfg.majority_ties if strategy == "majority" else "uniform",
+                seed=params.study.seed,
             )
             for strategy in efficiency_strategies(binary)
         ],
@@ -134,12 +145,13 @@ def diagnose_variant(params: Params, paths: StudyPaths, variant: str, test_rows:
     }
     tables = {"efficiency": efficiency, "confidence": confidence}
     if binary:
-        weights = majority_weight_comparison(pool, gold, cfg.budgets, cfg.majority_consensus)
+        weights = majority_weight_comparison(pool, gold, cfg.budgets, cfg.majority_consensus, cfg.majority_ties)
         tables["weights"] = weights
         ratio = (weights.diagonal_weight / weights.exact_weight).replace([np.inf, -np.inf], np.nan).dropna()
         summary["majority_weight"] = {
             "prompt_budgets": int(len(weights)),
             "median_diagonal_over_exact": _round(ratio.median()) if len(ratio) else None,
+            "ties": cfg.majority_ties,
         }
     if not binary:
         tails = pool_tail_fits(pool, cfg.tail_fraction)
@@ -164,7 +176,9 @@ def _oracle_advantages(target: str, group: pd.DataFrame, gold, n: int) -> np.nda
     dist = forced_vote.class_distribution(classes, gold)
     if dist.target is None:  # the gold answer never appears: every sample loses whatever it votes
         return np.zeros(len(classes))
-    kwargs = {"target": dist.target, "votable": dist.votable}
+    # The oracle targets the majority@N the study evaluates (maj@k, docs/math.md §1.2), hence
+    # maj@k's uniform tie-break whatever diagnostics.majority_ties says.
+    kwargs = {"target": dist.target, "votable": dist.votable, "ties": "uniform"}
     a = forced_vote.forced_vote_sensitivities(dist.probs, n, "majority", **kwargs)
     value = forced_vote.strategy_value(dist.probs, n, "majority", **kwargs)
     return oracle_gradient.forced_vote_oracle_advantage(dist.sample_outcomes, a, value, n)

@@ -41,6 +41,27 @@ def _json(path) -> dict:
     return json.loads(path.read_text())
 
 
+#: What each tie convention of majority vote means (docs/math.md §4.1), as the report states it.
+_TIES_READ = {
+    "uniform": "ties broken uniformly at random, a tie of the gold answer with τ rivals counting 1/(1+τ) as in "
+    "the maj@k evaluated above",
+    "strict": "a tie is a loss, the gold answer needing strictly more votes than every rival (the CAT authors' "
+    "convention)",
+}
+
+
+def _ties_sentence(conventions: set) -> str:
+    """Which tie convention the diagnose stage's majority numbers were computed under (its outputs say)."""
+    known = sorted(c for c in conventions if c is not None)
+    if not known:
+        return "Majority vote's tie convention: not recorded (diagnoses written before the option). "
+    named = "; ".join(f"`{c}`: {_TIES_READ.get(c, c)}" for c in known)
+    return (
+        f"Majority vote here, `diagnostics.majority_ties` = {named}. docs/math.md §4.1 gives both conventions; "
+        "the strict one usually gives the larger D/a_t. "
+    )
+
+
 def _variant_options(params: Params, name: str) -> str:
     variant = params.variants[name]
     extra = variant.model_extra or {}
@@ -256,6 +277,12 @@ def efficiency_section(params: Params, paths: StudyPaths) -> list[str]:
     first = _json(paths.diagnostics_metrics(params.run_variants[0]))["efficiency"]
     largest = max(first, key=lambda k: int(k.split("@")[1]))
     e = first[largest]
+    conventions = {
+        e.get("ties")
+        for v in params.run_variants
+        for k, e in _json(paths.diagnostics_metrics(v))["efficiency"].items()
+        if k.startswith("majority@")
+    }
     return [
         "## Diagonal-approximation efficiency (CAT Figs. 9–10, docs/math.md §4)",
         "",
@@ -265,6 +292,7 @@ def efficiency_section(params: Params, paths: StudyPaths) -> list[str]:
         "",
         "Read: on each test prompt's empirical answer distribution, D is the exact derivative of the strategy's "
         "success under proportional decay and a_t the diagonal (forced-vote) term the training weights use. "
+        + (_ties_sentence(conventions) if conventions else "")
         + (
             f"For `{params.run_variants[0]}` at {largest}, the median D/a_t is {_fmt(e['median_efficiency'])} and "
             f"{_fmt(e['share_below_half'])} of the {e['prompts']} prompts where it is defined fall below ½ — the "
@@ -307,6 +335,7 @@ def weight_section(params: Params, paths: StudyPaths) -> list[str]:
             "",
         ]
     rho = params.diagnostics.majority_consensus
+    ties = _json(paths.diagnostics_metrics(variant)).get("majority_weight", {}).get("ties")
     budgets = sorted(weights.budget.unique())
     fig, axes = plt.subplots(1, len(budgets), figsize=(3.2 * len(budgets), 3.2), squeeze=False, sharey=True)
     rows = []
@@ -336,7 +365,8 @@ def weight_section(params: Params, paths: StudyPaths) -> list[str]:
         "",
         "Read: CAT's majority weight depends on p_t only (how often the gold answer is sampled); the exact "
         "weight p_t·D/P of −log P under proportional decay also depends on how the wrong answers split. "
-        "A ratio far from 1 or a low rank correlation means the SFT objective pushes prompts in a different "
+        + _ties_sentence({ties})
+        + "A ratio far from 1 or a low rank correlation means the SFT objective pushes prompts in a different "
         "order than the vote it targets.",
         "",
     ]
