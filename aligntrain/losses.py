@@ -46,6 +46,7 @@ __all__ = [
     "cat_majority_rl_weight",
     "cat_pass_at_n_rl_weight",
     "consensus_threshold",
+    "contrastive_hinge_loss",
     "contrastive_hybrid_loss",
     "contrastive_margin_loss",
     "dco_keep_mask",
@@ -74,7 +75,8 @@ _SEQUENCE_P_MIN = 1e-10
 _SEQUENCE_P_MAX = 1.0 - 1e-10
 
 # Rows of the (rows × vocabulary) float32 softmax materialised at once when
-# sampling contrastive rivals: bounds memory at 1024·V floats.
+# sampling contrastive rivals (or masking the gold token to find the greedy
+# rival): bounds memory at 1024·V floats.
 _RIVAL_SAMPLING_ROWS = 1024
 
 
@@ -445,6 +447,29 @@ def variance_inflation(weight: Tensor) -> Tensor:
 # Contrastive margin (CAT App. A.7.2–A.7.3)
 
 
+def _check_logits_and_labels(logits: Tensor, labels: Tensor, ignore_index: object) -> tuple[Tensor, Tensor]:
+    """(valid, gold) of aligned logits (B, T, V) and labels (B, T): the supervised positions, and
+    the labels with ignored positions set to token 0 (safe to gather, masked out by ``valid``)."""
+    if not isinstance(logits, Tensor) or logits.dim() != 3 or not logits.is_floating_point():
+        raise ValueError("logits must be a floating-point tensor of shape (B, T, V)")
+    if not isinstance(labels, Tensor) or labels.is_floating_point() or tuple(labels.shape) != tuple(logits.shape[:2]):
+        raise ValueError(f"labels must be an integer tensor of shape {tuple(logits.shape[:2])}")
+    ignore_index = check_int(ignore_index, "ignore_index", minimum=-(2**63))
+    vocab = logits.shape[-1]
+    if vocab < 2:
+        raise ValueError(f"logits must have a vocabulary of at least 2 tokens, got {vocab}")
+    valid = labels != ignore_index
+    if bool(((labels[valid] < 0) | (labels[valid] >= vocab)).any()):
+        raise ValueError(f"labels must lie in [0, {vocab}) or equal ignore_index={ignore_index}")
+    return valid, labels.masked_fill(~valid, 0)
+
+
+def _sequence_token_mean(token_loss: Tensor, valid: Tensor) -> Tensor:
+    """Mean of (B, T) token losses over each sequence's supervised tokens; 0 for a sequence with none."""
+    token_loss = torch.where(valid, token_loss, 0.0)  # also keeps ignored positions out of the gradient
+    return token_loss.sum(dim=-1) / valid.sum(dim=-1).clamp(min=1)
+
+
 def _sample_rivals_at(
     logits: Tensor, positions: tuple[Tensor, ...], gold: Tensor, num_rivals: int, generator: torch.Generator | None
 ) -> Tensor:
@@ -505,22 +530,11 @@ def contrastive_margin_loss(
     be aligned with labels (B, T): the caller shifts. The result is in the
     logits' dtype promoted to at least float32.
     """
-    if not isinstance(logits, Tensor) or logits.dim() != 3 or not logits.is_floating_point():
-        raise ValueError("logits must be a floating-point tensor of shape (B, T, V)")
-    if not isinstance(labels, Tensor) or labels.is_floating_point() or tuple(labels.shape) != tuple(logits.shape[:2]):
-        raise ValueError(f"labels must be an integer tensor of shape {tuple(logits.shape[:2])}")
     num_rivals = check_int(num_rivals, "num_rivals", minimum=1)
-    ignore_index = check_int(ignore_index, "ignore_index", minimum=-(2**63))
-    vocab = logits.shape[-1]
-    if vocab < 2:
-        raise ValueError(f"logits must have a vocabulary of at least 2 tokens, got {vocab}")
-    valid = labels != ignore_index
-    if bool(((labels[valid] < 0) | (labels[valid] >= vocab)).any()):
-        raise ValueError(f"labels must lie in [0, {vocab}) or equal ignore_index={ignore_index}")
+    valid, gold = _check_logits_and_labels(logits, labels, ignore_index)
 
     # Rivals are drawn for supervised positions only: ignored ones neither cost
     # a softmax nor consume the generator.
-    gold = labels.masked_fill(~valid, 0)
     positions = valid.nonzero(as_tuple=True)
     rivals = torch.zeros(*labels.shape, num_rivals, dtype=torch.long, device=labels.device)
     rivals[positions] = _sample_rivals_at(logits, positions, gold[positions], num_rivals, generator)
@@ -528,8 +542,57 @@ def contrastive_margin_loss(
     gold_logit = logits.gather(-1, gold[..., None]).to(result_dtype)
     rival_logit = logits.gather(-1, rivals).to(result_dtype)
     token_loss = functional.softplus(rival_logit - gold_logit).mean(dim=-1)  # −log σ(z_gold − z_rival)
-    token_loss = torch.where(valid, token_loss, 0.0)
-    return token_loss.sum(dim=-1) / valid.sum(dim=-1).clamp(min=1)
+    return _sequence_token_mean(token_loss, valid)
+
+
+def _greedy_rivals_at(logits: Tensor, positions: tuple[Tensor, ...], gold: Tensor) -> Tensor:
+    """argmax_{v ≠ gold} z_v at the given positions of logits (..., V) → (len(gold),), detached.
+
+    Positions index the leading dims (as from ``nonzero(as_tuple=True)``). The gold
+    token is masked in a copy of ``_RIVAL_SAMPLING_ROWS`` rows at a time, never of
+    the whole (B, T, V) logits. Among equal rival logits the first index wins
+    (``torch.argmax``): any of them gives the same margin.
+    """
+    chunks = []
+    with torch.no_grad():
+        for start in range(0, gold.numel(), _RIVAL_SAMPLING_ROWS):
+            chunk = slice(start, start + _RIVAL_SAMPLING_ROWS)
+            chunk_logits = logits.detach()[tuple(index[chunk] for index in positions)]
+            chunks.append(chunk_logits.scatter(-1, gold[chunk, None], -math.inf).argmax(dim=-1))
+    return torch.cat(chunks) if chunks else gold.new_empty((0,))
+
+
+def contrastive_hinge_loss(
+    logits: Tensor, labels: Tensor, target_margin: float = 1.0, ignore_index: int = -100
+) -> Tensor:
+    """Hinge contrastive margin loss per sequence against the greedy rival (CAT App. A.7.2, eqs. 24 and 26).
+
+    At each gold token y_t, the margin over the strongest rival (CAT eq. 24, "greedy
+    rival") is m_t = z_{y_t,t} − max_{v ≠ y_t} z_{v,t}, and the token loss is the hinge
+    of eq. 26 with target margin γ:
+
+        loss_t = max(0, γ − m_t)
+
+    It is zero once the gold logit leads every other token by at least γ; below that its
+    gradient is −1 on the gold logit and +1 on the greedy rival's (the rival is chosen
+    under no_grad; the max is differentiated as the gather of its argmax), none on any
+    other logit. [choice] CAT prints eq. 26 as a statement about whole sequences; it is
+    applied here per gold token, with eq. 24's token margin, and averaged over each
+    sequence's non-ignored tokens (as ``contrastive_margin_loss``): shape (B,), 0 for a
+    sequence with no supervised token. No sampling: the loss is deterministic. logits
+    (B, T, V) must already be aligned with labels (B, T): the caller shifts. The result
+    is in the logits' dtype promoted to at least float32. docs/math.md §2.6.
+    """
+    target_margin = check_real(target_margin, "target_margin", low=0, low_open=True, finite=True)
+    valid, gold = _check_logits_and_labels(logits, labels, ignore_index)
+    positions = valid.nonzero(as_tuple=True)
+    rival = torch.zeros_like(gold)  # ignored positions keep token 0: masked out of the mean
+    rival[positions] = _greedy_rivals_at(logits, positions, gold[positions])
+    result_dtype = _result_dtype(logits.dtype)
+    gold_logit = logits.gather(-1, gold[..., None]).squeeze(-1).to(result_dtype)
+    rival_logit = logits.gather(-1, rival[..., None]).squeeze(-1).to(result_dtype)
+    token_loss = functional.relu(target_margin - (gold_logit - rival_logit))
+    return _sequence_token_mean(token_loss, valid)
 
 
 def contrastive_hybrid_loss(token_ce: Tensor, margin: Tensor, mix: float = 0.5) -> Tensor:

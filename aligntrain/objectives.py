@@ -263,27 +263,50 @@ class MajorityVote(ObjectiveOptions):
 
 @register_objective
 class ContrastiveMargin(ObjectiveOptions):
-    """Hybrid mix·margin + (1 − mix)·CE per sequence (CAT App. A.7.2–A.7.3; docs/math.md §2).
+    """Hybrid mix·margin + (1 − mix)·CE per sequence (CAT App. A.7.2–A.7.3; docs/math.md §2.6).
 
-    The margin term draws ``num_rivals`` rival tokens per gold token from the
-    softmax with the gold token masked (``objectives.contrastive_margin_loss``),
-    so it needs the full logits and the trainer's per-step generator. [choice]
-    The CE term is the token-mean per sequence (the margin's reduction too), so
-    that both terms are per-sample and the batch mean weighs sequences equally.
+    The margin term has two forms (``form``). ``log_sigmoid`` (CAT App. A.7.3, the
+    authors' code): ``num_rivals`` rival tokens per gold token drawn from the softmax
+    with the gold token masked, (1/K) Σ −log σ(z_gold − z_rival)
+    (``losses.contrastive_margin_loss``; uses the trainer's per-step generator).
+    ``hinge`` (CAT eqs. 24 and 26): max(0, γ − m_t) with m_t the gold logit's lead
+    over the greedy (strongest) rival and γ = ``target_margin``
+    (``losses.contrastive_hinge_loss``; no sampling). Both need the full logits.
+    [choice] The CE term is the token-mean per sequence (the margin's reduction too),
+    so that both terms are per-sample and the batch mean weighs sequences equally.
+    An option of the other form must keep its default (it would have no effect).
     """
 
     name = "contrastive"
     kind = "sft"
     needs_logits = True
-    num_rivals: StrictInt = Field(4, ge=1, description="Rivals K sampled per gold token (CAT's code: 4).")
+    form: Literal["log_sigmoid", "hinge"] = Field(
+        "log_sigmoid",
+        description="Margin term: sampled pairwise −log σ (CAT App. A.7.3) or hinge on the greedy rival (CAT eq. 26).",
+    )
+    num_rivals: StrictInt = Field(4, ge=1, description="log_sigmoid: rivals K sampled per gold token (CAT's code: 4).")
+    target_margin: Real = Field(
+        1.0, gt=0, description="hinge: target margin γ of max(0, γ − m_t) on logits (CAT eq. 26)."
+    )
     mix: Real = Field(0.5, ge=0, le=1, description="Weight of the margin term; 1 − mix goes to CE (CAT: 0.5).")
 
+    @model_validator(mode="after")
+    def _options_of_the_form(self) -> ContrastiveMargin:
+        # Compared with the defaults (not "was it given"), so a dumped and re-read config stays valid.
+        unused = {"hinge": "num_rivals", "log_sigmoid": "target_margin"}[self.form]
+        if getattr(self, unused) != type(self).model_fields[unused].default:
+            raise ValueError(f"{unused} has no effect with form {self.form!r}: leave it at its default")
+        return self
+
     def sample_loss(self, batch: ScoredBatch) -> Tensor:
-        from aligntrain.losses import contrastive_hybrid_loss, contrastive_margin_loss
+        from aligntrain.losses import contrastive_hinge_loss, contrastive_hybrid_loss, contrastive_margin_loss
 
         if batch.logits is None:
             raise ValueError("contrastive needs batch.logits (the trainer computes them when needs_logits is set)")
-        margin = contrastive_margin_loss(batch.logits, batch.labels, self.num_rivals, batch.generator)
+        if self.form == "hinge":
+            margin = contrastive_hinge_loss(batch.logits, batch.labels, self.target_margin)
+        else:
+            margin = contrastive_margin_loss(batch.logits, batch.labels, self.num_rivals, batch.generator)
         return contrastive_hybrid_loss(batch.token_ce, margin, self.mix)
 
 

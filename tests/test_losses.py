@@ -33,6 +33,7 @@ from aligntrain.losses import (
     cat_majority_rl_weight,
     cat_pass_at_n_rl_weight,
     consensus_threshold,
+    contrastive_hinge_loss,
     contrastive_hybrid_loss,
     contrastive_margin_loss,
     dco_keep_mask,
@@ -571,6 +572,116 @@ def test_contrastive_is_reproducible_and_gradcheck() -> None:
     assert torch.autograd.gradcheck(loss_fn, (logits,))
 
 
+# The hinge form (CAT eqs. 24 and 26): max(0, γ − m_t), m_t = z_gold − max_{v ≠ gold} z_v
+
+
+def _hand_hinge(logits: torch.Tensor, labels: torch.Tensor, gamma: float, ignore_index: int = -100) -> list[float]:
+    """The hinge loss per sequence written out with Python floats, one token at a time."""
+    out = []
+    for row_logits, row_labels in zip(logits.tolist(), labels.tolist()):
+        terms = []
+        for z, gold in zip(row_logits, row_labels):
+            if gold == ignore_index:
+                continue
+            rival = max(value for v, value in enumerate(z) if v != gold)
+            terms.append(max(0.0, gamma - (z[gold] - rival)))
+        out.append(sum(terms) / len(terms) if terms else 0.0)
+    return out
+
+
+def test_contrastive_hinge_hand_computation_and_gradient() -> None:
+    """γ = 1.5. Row 0: margins 1.0 (rival token 1) and −0.5 (rival 1), losses 0.5 and 2.0; row 1:
+    margin 3.0 ≥ γ (loss 0) and 0.0 (gold tied with its rival, loss 1.5). Every number is exact
+    in binary, so the comparison is exact."""
+    logits = torch.tensor(
+        [
+            [[2.0, 1.0, 0.5, -1.0], [0.0, 3.0, 2.5, 1.0], [9.0, 9.0, 9.0, 9.0]],
+            [[1.0, 4.0, 0.0, 0.5], [7.0, -7.0, 7.0, 0.0], [0.25, -0.5, -1.0, 0.25]],
+        ],
+        requires_grad=True,
+    )
+    labels = torch.tensor([[0, 2, -100], [1, -100, 3]])
+    loss = contrastive_hinge_loss(logits, labels, target_margin=1.5)
+    torch.testing.assert_close(loss, torch.tensor([(0.5 + 2.0) / 2, (0.0 + 1.5) / 2]), rtol=0.0, atol=0.0)
+    assert loss.tolist() == _hand_hinge(logits.detach(), labels, 1.5)
+    (grad,) = torch.autograd.grad(loss.sum(), logits)
+    # Under the margin: −1/T_valid on the gold logit, +1/T_valid on the greedy rival's; nothing
+    # else, nothing over the margin (row 1, t 0), nothing at ignored positions.
+    expected = torch.zeros_like(logits)
+    expected[0, 0, 0], expected[0, 0, 1] = -0.5, 0.5
+    expected[0, 1, 2], expected[0, 1, 1] = -0.5, 0.5
+    expected[1, 2, 3], expected[1, 2, 0] = -0.5, 0.5
+    torch.testing.assert_close(grad, expected, rtol=0.0, atol=0.0)
+
+
+def test_contrastive_hinge_is_zero_once_every_margin_exceeds_the_target() -> None:
+    generator = torch.Generator().manual_seed(7)
+    logits = torch.randn(3, 6, 9, generator=generator)
+    labels = torch.randint(0, 9, (3, 6), generator=generator)
+    logits.scatter_(-1, labels[..., None], 20.0)  # randn stays below 6: every margin > 14
+    logits.requires_grad_(True)
+    loss = contrastive_hinge_loss(logits, labels, target_margin=14.0)
+    assert (loss == 0).all()
+    (grad,) = torch.autograd.grad(loss.sum(), logits)
+    assert (grad == 0).all()
+    assert (contrastive_hinge_loss(logits, labels, target_margin=40.0) > 0).all()  # a wider target bites
+
+
+def test_contrastive_hinge_matches_the_hand_formula_and_its_finite_differences() -> None:
+    """Random float64 logits: generic margins (no token sits on the kink γ or on a rival tie), so
+    the loss is differentiable there and gradcheck's finite differences apply."""
+    generator = torch.Generator().manual_seed(8)
+    logits = torch.randn(3, 5, 6, dtype=torch.float64, generator=generator)
+    labels = torch.randint(0, 6, (3, 5), generator=generator)
+    labels[0, 1] = labels[2, 4] = -100
+    gamma = 0.7
+    torch.testing.assert_close(
+        contrastive_hinge_loss(logits, labels, gamma),
+        torch.tensor(_hand_hinge(logits, labels, gamma), dtype=torch.float64),
+        rtol=1e-15,
+        atol=0.0,
+    )
+    gold = labels.clamp(min=0)
+    masked = logits.scatter(-1, gold[..., None], -math.inf)
+    margin = logits.gather(-1, gold[..., None]).squeeze(-1) - masked.max(dim=-1).values
+    top2 = masked.topk(2, dim=-1).values
+    assert ((margin - gamma).abs() > 1e-3).all() and ((top2[..., 0] - top2[..., 1]) > 1e-3).all()
+    assert ((margin < gamma) & (labels != -100)).any() and ((margin > gamma) & (labels != -100)).any()
+    logits.requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda x: contrastive_hinge_loss(x, labels, gamma), (logits,))
+    # The gradient touches the gold and greedy-rival logits of the tokens under the margin only.
+    (grad,) = torch.autograd.grad(contrastive_hinge_loss(logits, labels, gamma).sum(), logits)
+    under = (margin < gamma) & (labels != -100)
+    touched = torch.zeros_like(grad, dtype=torch.bool)
+    touched.scatter_(-1, gold[..., None], under[..., None])
+    touched.scatter_(-1, masked.argmax(dim=-1, keepdim=True), under[..., None])
+    assert (grad[~touched] == 0).all() and (grad[touched] != 0).all()
+
+
+def test_contrastive_hinge_ignores_unsupervised_positions(monkeypatch) -> None:
+    generator = torch.Generator().manual_seed(9)
+    logits = torch.randn(3, 5, 7, generator=generator)
+    labels = torch.randint(0, 7, (3, 5), generator=generator)
+    labels[1] = -1  # a row with no supervised token
+    labels[2, :2] = -1
+    loss = contrastive_hinge_loss(logits, labels, target_margin=2.0, ignore_index=-1)
+    assert loss[1].item() == 0.0
+    perturbed = logits.clone()
+    perturbed[2, :2] += 5.0 * torch.randn(2, 7, generator=generator)  # ignored positions: loss must not move
+    perturbed[1] += 3.0
+    torch.testing.assert_close(contrastive_hinge_loss(perturbed, labels, 2.0, ignore_index=-1), loss)
+    # The greedy rival is found a few rows at a time (memory): the chunking changes nothing.
+    monkeypatch.setattr("aligntrain.losses._RIVAL_SAMPLING_ROWS", 2)
+    torch.testing.assert_close(contrastive_hinge_loss(logits, labels, 2.0, ignore_index=-1), loss, rtol=0, atol=0)
+
+
+def test_contrastive_hinge_in_bfloat16_returns_float32() -> None:
+    logits = torch.tensor([[[2.0, 1.0, 0.5], [0.0, 3.0, 2.5]]], dtype=torch.bfloat16)
+    loss = contrastive_hinge_loss(logits, torch.tensor([[0, 2]]), target_margin=1.5)
+    assert loss.dtype == torch.float32
+    torch.testing.assert_close(loss, torch.tensor([1.25]), rtol=0.0, atol=0.0)
+
+
 def test_contrastive_hybrid_loss() -> None:
     ce = torch.tensor([2.0, 1.0], requires_grad=True)
     margin = torch.tensor([0.4, 3.0], requires_grad=True)
@@ -713,6 +824,12 @@ VALUE_ERRORS = [
     (lambda: empirical_success_probability(2.5, 4), "correct_counts must be an integer"),
     (lambda: sequence_success_probability(torch.tensor([-1])), "logp must be a floating-point tensor"),
     (lambda: contrastive_margin_loss(LOGITS, LABELS, ignore_index=0.5), "ignore_index must be an integer"),
+    (lambda: contrastive_hinge_loss(LOGITS, LABELS, target_margin=0.0), "target_margin must be > 0"),
+    (lambda: contrastive_hinge_loss(LOGITS, LABELS, target_margin=math.nan), "target_margin must not be NaN"),
+    (lambda: contrastive_hinge_loss(LOGITS, LABELS, target_margin=math.inf), "target_margin must be finite"),
+    (lambda: contrastive_hinge_loss(LOGITS, torch.tensor([[0, 3]])), "labels must lie in"),
+    (lambda: contrastive_hinge_loss(torch.zeros(2, 3), LABELS), "logits must be a floating-point tensor"),
+    (lambda: contrastive_hinge_loss(torch.zeros(1, 2, 1), torch.tensor([[0, 0]])), "vocabulary of at least 2"),
     (lambda: contrastive_hybrid_loss(P, P, mix=math.nan), "mix must not be NaN"),
     (lambda: sample_rivals(torch.zeros(2, 3), torch.tensor([0, 1, 2])), "gold must have shape"),
     (lambda: log1mexp(torch.tensor([0.5])), "x must be <= 0"),

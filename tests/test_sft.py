@@ -168,6 +168,42 @@ def test_contrastive_loss_is_the_hybrid_with_the_step_generator(tiny_model, arit
     torch.testing.assert_close(step1, want1, rtol=1e-5, atol=1e-6)
 
 
+def _hand_hinge_hybrid(model, batch, target_margin: float, mix: float) -> torch.Tensor:
+    """mix·hinge + (1 − mix)·token-mean CE per sequence, averaged: CAT eqs. 24 and 26 per gold token,
+    max(0, γ − (z_gold − max_{v ≠ gold} z_v)), written out independently of aligntrain.losses."""
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1].float()
+    labels = batch["labels"][:, 1:]
+    valid = labels != -100
+    gold = labels.clamp(min=0)
+    token_ce = torch.nn.functional.cross_entropy(logits.transpose(1, 2), gold, reduction="none")
+    gold_logit = logits.gather(-1, gold[..., None]).squeeze(-1)
+    others = logits.masked_fill(torch.nn.functional.one_hot(gold, logits.shape[-1]).bool(), -math.inf)
+    token_hinge = (target_margin - (gold_logit - others.max(dim=-1).values)).clamp(min=0)
+    per_row = lambda x: (x * valid).sum(dim=-1) / valid.sum(dim=-1)  # noqa: E731
+    return (mix * per_row(token_hinge) + (1 - mix) * per_row(token_ce)).mean()
+
+
+def test_contrastive_hinge_form_reaches_the_trainer(tiny_model, arith_rows, tmp_path):
+    """form="hinge": the trainer's loss is the hinge hybrid, with no sampling (the same at every step)."""
+    model, tokenizer = tiny_model
+    rows = arith_rows["train"][:4]
+    target_margin, mix = 2.0, 0.3
+    objective = ContrastiveMargin(form="hinge", target_margin=target_margin, mix=mix)
+    trainer = _trainer(model, tokenizer, rows, objective, tmp_path)
+    batch = next(iter(trainer.get_train_dataloader()))
+
+    step0 = trainer.compute_loss(model, dict(batch))
+    want = _hand_hinge_hybrid(model, batch, target_margin, mix)
+    torch.testing.assert_close(step0, want, rtol=1e-5, atol=1e-6)
+    # The tiny model's margins sit on both sides of γ = 2 (else the test would not see the hinge).
+    assert abs(want.item() - _hand_hinge_hybrid(model, batch, 50.0, mix).item()) > 1e-3
+    trainer.state.global_step = 1
+    assert trainer.compute_loss(model, dict(batch)).item() == step0.item()
+    # and it is not the sampled log-sigmoid form
+    sampled = _hand_hybrid(model, batch, torch.Generator().manual_seed(step_seed(0, 0)), 4, mix)
+    assert abs(sampled.item() - want.item()) > 1e-4
+
+
 @pytest.mark.parametrize("passing", [7, 3], ids=["enough-pass", "too-few-pass"])
 def test_dco_refill_replaces_low_weight_examples(fitted_model, tmp_path, passing):
     """F < ε examples are replaced by the next candidates; the batch keeps 4 rows (DCO §5.1, App. B).
@@ -226,9 +262,10 @@ class _LogRecorder(TrainerCallback):
     [
         (MajorityVote(budget=4, consensus=0.5), "strategy_weight"),
         (ContrastiveMargin(), "token_ce"),
+        (ContrastiveMargin(form="hinge"), "token_ce"),
         (PassAtN(budget=4, refill_eps=0.5, refill_factor=0.5), "refilled_fraction"),
     ],
-    ids=["majority", "contrastive", "pass_at_n-refill"],
+    ids=["majority", "contrastive", "contrastive-hinge", "pass_at_n-refill"],
 )
 def test_train_sft_runs_each_objective(tiny_model, arith_rows, tmp_path, objective, logged):
     model, tokenizer = tiny_model
