@@ -15,9 +15,12 @@ What an objective tells the trainer (class variables and hooks):
   this is ``loss(seq_logp)`` of the summed log-probability ℓ.
 - ``weight(seq_logp)``: the detached weight w(p) of a loss whose gradient is
   w(p)·∇(−ℓ), logged as ``strategy_weight``; None where there is none.
-- ``candidates_per_step(batch_size)`` and ``select(seq_logp, batch_size)``: an
-  objective that filters examples (DCO refill) draws more candidates than it
-  trains on and picks the batch from their ℓ.
+- ``candidates_per_step(batch_size)`` and ``select(seq_logp, batch_size, answer_p)``:
+  an objective that filters examples (DCO refill) draws more candidates than it
+  trains on and picks the batch from their ℓ (or their p̂).
+- ``answer_samples``: > 0 asks the trainer for p̂, the share of that many completions
+  sampled from the current model whose final answer is the gold one (``dco_a``);
+  it arrives as ``ScoredBatch.answer_p``.
 """
 
 from __future__ import annotations
@@ -64,6 +67,8 @@ class ScoredBatch:
     logits: Tensor | None = None
     #: Seeded from the trainer's seed and the step: the only randomness an objective may use.
     generator: torch.Generator | None = None
+    #: (B,) p̂ per sequence, only for an objective with ``answer_samples`` > 0.
+    answer_p: Tensor | None = None
 
     @property
     def seq_logp(self) -> Tensor:
@@ -88,6 +93,11 @@ class ObjectiveOptions(Options):
     #: True: the trainer computes the full logits (memory B·T·V) rather than TRL's fused LM head.
     needs_logits: ClassVar[bool] = False
 
+    @property
+    def answer_samples(self) -> int:
+        """> 0: the trainer samples this many completions per example to estimate p̂ (``ScoredBatch.answer_p``)."""
+        return 0
+
     def loss(self, seq_logp: Tensor) -> Tensor:  # pragma: no cover - overridden
         raise TypeError(f"objective {self.name!r} has no sequence loss")
 
@@ -99,11 +109,15 @@ class ObjectiveOptions(Options):
         """Detached w(p) with loss gradient w(p)·∇(−ℓ), for logging; None if the loss has no such form."""
         return None
 
+    def sample_weight(self, batch: ScoredBatch) -> Tensor | None:
+        """The logged ``strategy_weight`` of a batch: ``weight(ℓ)`` unless the weight comes from elsewhere."""
+        return self.weight(batch.seq_logp.detach())
+
     def candidates_per_step(self, batch_size: int) -> int:
         """Examples the trainer draws per optimizer step; ``select`` keeps ``batch_size`` of them."""
         return batch_size
 
-    def select(self, seq_logp: Tensor, batch_size: int) -> tuple[Tensor, int]:
+    def select(self, seq_logp: Tensor, batch_size: int, answer_p: Tensor | None = None) -> tuple[Tensor, int]:
         """Indices of the candidates to train on, and how many of them the objective would rather not keep.
 
         Default: the first ``batch_size`` candidates, all wanted.
@@ -181,23 +195,87 @@ class PassAtN(ObjectiveOptions):
         # The factor read as the decimal it prints as: 0.7·10 is 7 extra, not ceil(7.000000000000001).
         return batch_size + math.ceil(Fraction(repr(self.refill_factor)) * batch_size)
 
-    def select(self, seq_logp, batch_size):
-        """The first ``batch_size`` candidates with F ≥ ε, then the failing ones of highest F.
+    def select(self, seq_logp, batch_size, answer_p=None):
+        """DCO refill on F(N, p) of the candidates (:func:`refill_selection`)."""
+        return refill_selection(self.weight(seq_logp), self.refill_eps, batch_size)
 
-        Also returns how many of the first ``batch_size`` candidates failed (the
-        examples the refill replaced).
-        """
-        import torch
 
-        from aligntrain.losses import dco_keep_mask
+def refill_selection(weight: Tensor, eps: float, batch_size: int) -> tuple[Tensor, int]:
+    """DCO refill: the first ``batch_size`` candidates with F ≥ ε, then the failing ones of highest F.
 
-        weight = self.weight(seq_logp)
-        keep = dco_keep_mask(weight, self.refill_eps)
-        passing = keep.nonzero().squeeze(-1)
-        failing = (~keep).nonzero().squeeze(-1)
-        failing_by_weight = failing[torch.argsort(weight[failing], descending=True, stable=True)]
-        chosen = torch.cat([passing, failing_by_weight])[:batch_size]
-        return chosen, int((~keep[:batch_size]).sum())
+    Also returns how many of the first ``batch_size`` candidates failed (the
+    examples the refill replaced).
+    """
+    import torch
+
+    from aligntrain.losses import dco_keep_mask
+
+    keep = dco_keep_mask(weight, eps)
+    passing = keep.nonzero().squeeze(-1)
+    failing = (~keep).nonzero().squeeze(-1)
+    failing_by_weight = failing[torch.argsort(weight[failing], descending=True, stable=True)]
+    chosen = torch.cat([passing, failing_by_weight])[:batch_size]
+    return chosen, int((~keep[:batch_size]).sum())
+
+
+@register_objective
+class ApproximateDCO(ObjectiveOptions):
+    """DCO_a: F(N, p̂)·(−ℓ) with p̂ the answer's probability marginalised over sampled chains of thought (DCO §5.4).
+
+    With a chain of thought the gold completion's own probability p(y|x) says little of
+    how often the model reaches the gold *answer*; DCO §5.4 estimates that marginal by
+    Monte Carlo instead: each step the trainer samples ``samples`` completions of every
+    candidate from the current model (transformers ``generate``, the ``hf`` backend) and
+    p̂ = the share whose final answer is the gold completion's (the problem's answer
+    classes). The loss is F(N, p̂)·(−ℓ) with F detached, so its gradient is DCO's
+    F(N, p̂)·∇(−ℓ) on the gold chain of thought (DCO eq. 4). Refill as DCO App. B:
+    candidates with F(N, p̂) < ``refill_eps`` (default 0.01) are replaced, as for
+    ``pass_at_n`` (:func:`refill_selection`). Cost: ``samples`` generations per candidate
+    per step. [choice] p̂ without smoothing: F(N, 0) = 1 (plain CE) for a candidate the
+    model never solves, F(N, 1) = 0 for one it always solves.
+    """
+
+    name = "dco_a"
+    kind = "sft"
+    budget: StrictInt = Field(16, ge=1, description="Test-time budget N (attempts of pass@N) the model is trained for.")
+    samples: StrictInt = Field(
+        8, ge=1, description="Completions sampled per example and step to estimate p̂ (the Monte Carlo size m)."
+    )
+    temperature: Real = Field(1.0, gt=0, description="Sampling temperature of those completions.")
+    refill_eps: Real = Field(
+        0.01, ge=0, le=1, description="Refill threshold ε on F(N, p̂) (DCO App. B: 0.01); 0: no refill."
+    )
+    refill_factor: Real = Field(
+        1.0, gt=0, description="Extra candidates drawn per step for the refill, as a multiple of the batch size."
+    )
+
+    @property
+    def answer_samples(self) -> int:
+        return self.samples
+
+    def answer_weight(self, answer_p: Tensor) -> Tensor:
+        """F(N, p̂), detached (DCO eq. 4)."""
+        from aligntrain.losses import pass_at_n_weight
+
+        return pass_at_n_weight(answer_p.detach(), self.budget)
+
+    def sample_loss(self, batch: ScoredBatch) -> Tensor:
+        if batch.answer_p is None:
+            raise ValueError("dco_a needs batch.answer_p (the trainer estimates it when answer_samples > 0)")
+        return self.answer_weight(batch.answer_p).to(batch.seq_logp.dtype) * (-batch.seq_logp)
+
+    def sample_weight(self, batch: ScoredBatch) -> Tensor | None:
+        return None if batch.answer_p is None else self.answer_weight(batch.answer_p)
+
+    def candidates_per_step(self, batch_size: int) -> int:
+        if self.refill_eps == 0:
+            return batch_size
+        return batch_size + math.ceil(Fraction(repr(self.refill_factor)) * batch_size)
+
+    def select(self, seq_logp, batch_size, answer_p=None):
+        if answer_p is None:
+            raise ValueError("dco_a selects its batch on p̂: answer_p is needed")
+        return refill_selection(self.answer_weight(answer_p), self.refill_eps, batch_size)
 
 
 @register_objective

@@ -14,7 +14,9 @@ from transformers import TrainerCallback
 
 from aligntrain.config import OptimConfig
 from aligntrain.losses import majority_weight, pass_at_n_weight
-from aligntrain.objectives import ContrastiveMargin, MajorityVote, ObjectiveOptions, PassAtN
+from aligntrain.objectives import ApproximateDCO, ContrastiveMargin, MajorityVote, ObjectiveOptions, PassAtN
+from aligntrain.problems.arith import ArithProblem
+from aligntrain.rollouts.generate import SamplingConfig
 from aligntrain.training.sft import StrategySFTTrainer, _sft_config, step_seed, train_sft
 
 
@@ -247,6 +249,120 @@ def test_refill_candidates_per_step():
     assert PassAtN(budget=4, refill_eps=0.01).candidates_per_step(10) == 20
     assert PassAtN(budget=4, refill_eps=0.01, refill_factor=0.7).candidates_per_step(10) == 17
     assert PassAtN(budget=4, refill_eps=0.01, refill_factor=0.25).candidates_per_step(10) == 13
+
+
+def _dco_a_trainer(model, tokenizer, rows, objective, tmp_path, temperature=1.0) -> StrategySFTTrainer:
+    args = _sft_config(_optim(1), tmp_path, max_length=128, seed=0, completion_only=True, eval_steps=None)
+    data = Dataset.from_dict({c: [r[c] for r in rows] for c in ("prompt", "completion")})
+    return StrategySFTTrainer(
+        model=model,
+        args=args,
+        train_dataset=data,
+        processing_class=tokenizer,
+        objective=objective,
+        answer_class=ArithProblem().answer_class,
+        answer_sampling=SamplingConfig(temperature=temperature, max_new_tokens=64),
+    )
+
+
+def _greedy_answer_is_gold(model, tokenizer, row) -> bool:
+    """Independent of the trainer's sampler: transformers' greedy generate on the row's prompt."""
+    problem = ArithProblem()
+    ids = torch.tensor([tokenizer(row["prompt"])["input_ids"]])
+    out = model.generate(input_ids=ids, do_sample=False, max_new_tokens=64, pad_token_id=tokenizer.pad_token_id)
+    text = tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
+    return problem.answer_class(text) == problem.answer_class(row["completion"])
+
+
+def test_dco_a_estimates_the_answer_probability_by_sampling(fitted_model, tmp_path):
+    """At a near-zero temperature every sample is the greedy completion: p̂ = 1 if its answer is gold, else 0."""
+    model, tokenizer, rows = fitted_model
+    trainer = _dco_a_trainer(model, tokenizer, rows, ApproximateDCO(budget=4, samples=3, refill_eps=0), tmp_path, 1e-4)
+    batch = next(iter(trainer.get_train_dataloader()))
+    model.train()
+    got = trainer._answer_probability(model, dict(batch))
+    assert model.training, "train mode is restored after sampling"
+    model.eval()
+    want = [float(_greedy_answer_is_gold(model, tokenizer, r)) for r in _rows_of(batch, tokenizer, rows)]
+    assert got.tolist() == want
+    assert 0 < sum(want) < len(want), "the test needs solved and unsolved rows"
+
+
+def test_dco_a_gradient_is_f_of_p_hat_times_ce(fitted_model, tmp_path):
+    """loss = mean_i F(N, p̂_i)·(−ℓ_i), F detached (DCO eq. 4 with the Monte Carlo p̂ of DCO §5.4)."""
+    model, tokenizer, rows = fitted_model
+    n = 4
+    trainer = _dco_a_trainer(model, tokenizer, rows, ApproximateDCO(budget=n, samples=4, refill_eps=0), tmp_path)
+    batch = next(iter(trainer.get_train_dataloader()))
+    model.train()
+    seen = {}
+    original = trainer._answer_probability
+
+    def spy(model_, inputs):
+        seen["p"] = original(model_, inputs)
+        return seen["p"]
+
+    trainer._answer_probability = spy
+    got = _trainer_gradient(trainer, model, batch)
+    p_hat = seen["p"].tolist()
+    assert all(4 * p in range(5) for p in p_hat), "p̂ is a share of 4 samples"
+    weights = iter([float(pass_at_n_weight(torch.tensor(p, dtype=torch.float64), n)) for p in p_hat])
+    want = _reference_gradient(
+        model, tokenizer, _rows_of(batch, tokenizer, rows), lambda p: torch.tensor(next(weights))
+    )
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4 * float(w.abs().max()))
+    assert trainer._metrics["train"]["answer_p"] == [pytest.approx(sum(p_hat) / len(p_hat))]
+
+
+def test_dco_a_refill_replaces_the_examples_the_model_always_answers(fitted_model, tmp_path):
+    """p̂ = 1 gives F(N, 1) = 0 < ε: such candidates make way for the next ones (DCO App. B)."""
+    model, tokenizer, rows = fitted_model
+    objective = ApproximateDCO(budget=4, samples=2, refill_eps=0.01, refill_factor=2.0)
+    trainer = _dco_a_trainer(model, tokenizer, rows, objective, tmp_path, temperature=1e-4)
+    candidates = next(iter(trainer.get_train_dataloader()))
+    assert len(candidates["input_ids"]) == 12
+    model.eval()
+    solved = [_greedy_answer_is_gold(model, tokenizer, r) for r in _rows_of(candidates, tokenizer, rows)]
+    model.train()
+    inputs = {**candidates, "answer_p": trainer._answer_probability(model, dict(candidates))}
+    chosen = trainer._select_batch(model, inputs)
+    kept = [
+        solved[i] for i in range(12) if any(torch.equal(candidates["input_ids"][i], r) for r in chosen["input_ids"])
+    ]
+    unsolved = solved.count(False)
+    assert len(chosen["input_ids"]) == 4
+    assert kept.count(False) == min(4, unsolved), "unsolved candidates first, in stream order"
+    assert trainer._metrics["train"]["refilled_fraction"] == [sum(solved[:4]) / 4]
+
+
+def test_dco_a_refuses_a_gold_completion_without_an_answer(tiny_model, arith_rows, tmp_path):
+    model, tokenizer = tiny_model
+    rows = [dict(arith_rows["train"][0], completion="no answer here")] + arith_rows["train"][1:4]
+    with pytest.raises(ValueError, match="gold completion of row .* has no answer"):
+        train_sft(
+            model,
+            tokenizer,
+            rows,
+            _optim(1),
+            tmp_path / "run",
+            objective=ApproximateDCO(budget=4),
+            max_length=128,
+            seed=0,
+            answer_class=ArithProblem().answer_class,
+            answer_sampling=SamplingConfig(),
+        )
+    with pytest.raises(ValueError, match="answer_class and answer_sampling needed"):
+        train_sft(
+            model,
+            tokenizer,
+            arith_rows["train"][:4],
+            _optim(1),
+            tmp_path / "r2",
+            objective=ApproximateDCO(budget=4),
+            max_length=128,
+            seed=0,
+        )
 
 
 class _LogRecorder(TrainerCallback):

@@ -65,17 +65,39 @@ def sample_completions(
     Deterministic for a given seed, model and batch size: batch b is sampled
     under ``torch.manual_seed(seed + b)``.
     """
+    prompt_ids = tokenizer(list(prompts))["input_ids"]
+    return sample_from_token_ids(
+        model, tokenizer, prompt_ids, samples_per_prompt, sampling, batch_size=batch_size, seed=seed, progress=progress
+    )
+
+
+@torch.no_grad()
+def sample_from_token_ids(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompt_ids: Sequence[Sequence[int]],
+    samples_per_prompt: int,
+    sampling: SamplingConfig,
+    *,
+    batch_size: int,
+    seed: int,
+    progress: bool = True,
+) -> list[Completion]:
+    """:func:`sample_completions` from prompts already tokenized (a training batch's own prompt tokens).
+
+    Leaves the model in eval mode, as generation needs; a trainer calling it restores train mode.
+    """
     samples_per_prompt = check_int(samples_per_prompt, "samples_per_prompt", minimum=1)
     batch_size = check_int(batch_size, "batch_size", minimum=1)
     model.eval()
-    jobs = [(p, s) for p in range(len(prompts)) for s in range(samples_per_prompt)]
+    jobs = [(p, s) for p in range(len(prompt_ids)) for s in range(samples_per_prompt)]
     out: list[Completion] = []
     bar = tqdm(total=len(jobs), desc="sampling", unit="seq", disable=not progress)
     start, b = 0, 0
     while start < len(jobs):
         batch = jobs[start : start + batch_size]
         try:
-            out += _sample_batch(model, tokenizer, prompts, batch, sampling, seed + b)
+            out += _sample_batch(model, tokenizer, prompt_ids, batch, sampling, seed + b)
         except torch.OutOfMemoryError:
             if batch_size == 1:
                 raise
@@ -90,10 +112,16 @@ def sample_completions(
     return out
 
 
-def _sample_batch(model, tokenizer, prompts, batch, sampling: SamplingConfig, seed: int) -> list[Completion]:
+def _sample_batch(model, tokenizer, prompt_ids, batch, sampling: SamplingConfig, seed: int) -> list[Completion]:
     """One ``generate`` call over ``batch`` ((prompt index, sample index) pairs), seeded with ``seed``."""
-    texts = [prompts[p] for p, _ in batch]
-    enc = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left").to(model.device)
+    rows = [list(prompt_ids[p]) for p, _ in batch]
+    width = max(len(r) for r in rows)
+    pad = tokenizer.pad_token_id
+    # Left padding under an attention mask, as the tokenizer's padding_side="left" gives.
+    enc = {
+        "input_ids": torch.tensor([[pad] * (width - len(r)) + r for r in rows], device=model.device),
+        "attention_mask": torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], device=model.device),
+    }
     torch.manual_seed(seed)
     decoding = (
         {"do_sample": False}
@@ -127,8 +155,8 @@ def _sample_batch(model, tokenizer, prompts, batch, sampling: SamplingConfig, se
         bool(eos) or any(text.endswith(stop) for stop in sampling.stop)
         for eos, text in zip(is_eos.any(dim=1).tolist(), decoded, strict=True)
     ]
-    rows = zip(batch, decoded, seq_logp.tolist(), lengths.tolist(), finished, new_tokens.tolist())
-    return [Completion(p, s, text, lp, n, fin, tuple(ids[:n])) for (p, s), text, lp, n, fin, ids in rows]
+    records = zip(batch, decoded, seq_logp.tolist(), lengths.tolist(), finished, new_tokens.tolist())
+    return [Completion(p, s, text, lp, n, fin, tuple(ids[:n])) for (p, s), text, lp, n, fin, ids in records]
 
 
 @torch.no_grad()

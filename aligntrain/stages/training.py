@@ -56,6 +56,7 @@ def _fit(
     callbacks: Sequence[TrainerCallback],
     init_fingerprint: str,
     save_to,
+    **answer_sampling,
 ) -> dict[str, float]:
     start = time.perf_counter()
     metrics = train_sft(
@@ -72,6 +73,7 @@ def _fit(
         seed=params.study.seed,
         callbacks=callbacks,
         save_final=_saver(model, tokenizer, save_to),
+        **answer_sampling,
     )
     metrics["wall_seconds"] = time.perf_counter() - start
     return metrics
@@ -213,7 +215,24 @@ def _sft_variant(params, paths, variant, objective, model, tokenizer, train_rows
         callbacks=callbacks,
         init_fingerprint=_model_fingerprint(paths.warmup_model),
         save_to=paths.variant_model(variant),
+        **_answer_sampling(params, objective),
     )
+
+
+def _answer_sampling(params: Params, objective: ObjectiveOptions) -> dict:
+    """train_sft's answer-sampling arguments for an objective that estimates p̂ online (DCO_a), else none.
+
+    Completions are sampled as the rollouts stage samples them (its length cap, ended
+    by EOS), at the objective's temperature, top-p 1.
+    """
+    if not objective.answer_samples:
+        return {}
+    from aligntrain.rollouts.generate import SamplingConfig
+
+    sampling = SamplingConfig(
+        temperature=objective.temperature, top_p=1.0, max_new_tokens=params.rollouts.max_new_tokens
+    )
+    return {"answer_class": problem_of(params).answer_class, "answer_sampling": sampling}
 
 
 def _rl_variant(params, paths, variant, objective, model, tokenizer, train_rows, val_rows, callbacks, source_rows):

@@ -21,17 +21,19 @@ written atomically (:class:`~aligntrain.training.schedule.AtomicCheckpoints`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
 from datasets import Dataset
+from torch import Tensor
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
 from trl import SFTConfig, SFTTrainer
 
 from aligntrain.config import OptimConfig
 from aligntrain.objectives import CrossEntropy, ObjectiveOptions, ScoredBatch
+from aligntrain.rollouts.generate import SamplingConfig, sample_from_token_ids
 from aligntrain.training.schedule import (
     AtomicCheckpoints,
     finish_run,
@@ -47,6 +49,9 @@ class StrategySFTTrainer(AtomicCheckpoints, SFTTrainer):
     With ``objective.uses_trl_loss`` (plain CE) it is TRL's trainer unchanged.
     Otherwise each step (gradient accumulation is fixed at 1):
 
+    0. if the objective asks for ``answer_samples`` (DCO_a), each candidate's p̂ is
+       estimated from that many completions sampled from the current model, graded
+       by ``answer_class`` against the gold completion's class (logged as ``answer_p``);
     1. in training, if the objective draws more candidates than the batch size
        (DCO refill), a no-grad forward scores them and ``objective.select``
        picks the batch; ``refilled_fraction`` logs the share of the nominal
@@ -61,8 +66,19 @@ class StrategySFTTrainer(AtomicCheckpoints, SFTTrainer):
     that step's seed.
     """
 
-    def __init__(self, *args, objective: ObjectiveOptions, **kwargs):
+    def __init__(
+        self,
+        *args,
+        objective: ObjectiveOptions,
+        answer_class: Callable[[str], Hashable | None] | None = None,
+        answer_sampling: SamplingConfig | None = None,
+        **kwargs,
+    ):
+        if objective.answer_samples and (answer_class is None or answer_sampling is None):
+            raise ValueError(f"objective {objective.name!r} samples answers: answer_class and answer_sampling needed")
         self.objective = objective
+        self.answer_class = answer_class
+        self.answer_sampling = answer_sampling
         super().__init__(*args, **kwargs)
         self.batch_size = self._train_batch_size
         # The training loader yields the objective's candidates per step (more than
@@ -76,6 +92,8 @@ class StrategySFTTrainer(AtomicCheckpoints, SFTTrainer):
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         mode = "train" if self.model.training else "eval"
         inputs = {**inputs, "use_cache": False}
+        if self.objective.answer_samples:
+            inputs["answer_p"] = self._answer_probability(model, inputs)
         if mode == "train" and self.selects_batch:
             inputs = self._select_batch(model, inputs)
         batch, outputs = self._score(model, inputs)
@@ -88,11 +106,51 @@ class StrategySFTTrainer(AtomicCheckpoints, SFTTrainer):
         seed = step_seed(self.args.seed, self.state.global_step, self.accelerator.process_index)
         return torch.Generator(device=device).manual_seed(seed)
 
+    def _answer_probability(self, model, inputs: dict) -> Tensor:
+        """p̂ per row: the share of ``answer_samples`` completions of its prompt with the gold answer (DCO §5.4).
+
+        The prompt is the row's own tokens before its first supervised label (what
+        the model is trained to continue); the gold class is ``answer_class`` of the
+        decoded gold completion. Sampling puts the model in eval mode; train mode
+        is restored after. Seeded by the step (:func:`step_seed`).
+        """
+        supervised = inputs["labels"] != -100
+        prompts, golds = [], []
+        for ids, mask, labels in zip(inputs["input_ids"], inputs["attention_mask"], supervised):
+            start = int(labels.nonzero()[0]) if labels.any() else int(mask.sum())
+            prompts.append(ids[:start][mask[:start].bool()].tolist())
+            gold_text = self.processing_class.decode(ids[labels], skip_special_tokens=True)
+            golds.append(self.answer_class(gold_text))
+        m = self.objective.answer_samples
+        was_training = model.training
+        seed = step_seed(self.args.seed, self.state.global_step, self.accelerator.process_index)
+        try:
+            completions = sample_from_token_ids(
+                self.accelerator.unwrap_model(model),
+                self.processing_class,
+                prompts,
+                m,
+                self.answer_sampling,
+                batch_size=len(prompts) * m,
+                seed=seed,
+                progress=False,
+            )
+        finally:
+            model.train(was_training)
+        hits = torch.zeros(len(prompts), dtype=torch.float64)
+        for c in completions:
+            gold = golds[c.prompt_index]
+            hits[c.prompt_index] += gold is not None and self.answer_class(c.text) == gold
+        answer_p = hits / m
+        self._metrics["train" if was_training else "eval"]["answer_p"].append(float(answer_p.mean()))
+        return answer_p.to(inputs["input_ids"].device)
+
     def _select_batch(self, model, inputs: dict) -> dict:
         """The rows of the candidate batch that ``objective.select`` keeps (DCO refill)."""
         with torch.no_grad():
-            seq_logp = model(**inputs, fused_lm_head=True).log_probs.sum(dim=-1)
-        chosen, replaced = self.objective.select(seq_logp, self.batch_size)
+            forward = {k: v for k, v in inputs.items() if k != "answer_p"}
+            seq_logp = model(**forward, fused_lm_head=True).log_probs.sum(dim=-1)
+        chosen, replaced = self.objective.select(seq_logp, self.batch_size, inputs.get("answer_p"))
         metrics = self._metrics["train"]
         metrics["refilled_fraction"].append(replaced / min(self.batch_size, seq_logp.numel()))
         rows = inputs["input_ids"].shape[0]
@@ -101,6 +159,8 @@ class StrategySFTTrainer(AtomicCheckpoints, SFTTrainer):
 
     def _score(self, model, inputs: dict) -> tuple[ScoredBatch, object]:
         """Label log-probabilities (and logits if asked for), shifted so position t predicts labels[:, t]."""
+        inputs = dict(inputs)
+        answer_p = inputs.pop("answer_p", None)
         labels = inputs["labels"][:, 1:]
         label_mask = labels != -100
         if self.objective.needs_logits:
@@ -113,7 +173,7 @@ class StrategySFTTrainer(AtomicCheckpoints, SFTTrainer):
             outputs = model(**inputs, fused_lm_head=True)  # log_probs: zeros where the label is ignored
             logits, token_logp = None, outputs.log_probs
         generator = self.step_generator(token_logp.device)
-        return ScoredBatch(token_logp, label_mask, labels, logits, generator), outputs
+        return ScoredBatch(token_logp, label_mask, labels, logits, generator, answer_p), outputs
 
     def _log_batch(self, mode: str, batch: ScoredBatch) -> None:
         with torch.no_grad():
@@ -121,7 +181,7 @@ class StrategySFTTrainer(AtomicCheckpoints, SFTTrainer):
             seq_logp = batch.seq_logp.detach()
             metrics["seq_logp"].append(seq_logp.mean().item())
             metrics["seq_prob"].append(seq_logp.exp().mean().item())
-            weight = self.objective.weight(seq_logp)
+            weight = self.objective.sample_weight(batch)
             if weight is not None:
                 metrics["strategy_weight"].append(weight.mean().item())
             num_valid = batch.label_mask.sum().clamp(min=1)
@@ -175,8 +235,13 @@ def train_sft(
     seed: int,
     callbacks: Sequence[TrainerCallback] = (),
     save_final: Callable[[], None] | None = None,
+    answer_class: Callable[[str], Hashable | None] | None = None,
+    answer_sampling: SamplingConfig | None = None,
 ) -> dict[str, float]:
     """Train ``model`` in place for ``optim.steps`` steps and return the final metrics.
+
+    ``answer_class`` (the problem's) and ``answer_sampling`` serve an objective that
+    samples answers (DCO_a); every gold completion must then have an answer class.
 
     Rows are ``{"text": ...}`` (language modelling, loss on every token) or
     ``{"prompt": ..., "completion": ...}`` (loss on the completion only). On
@@ -184,6 +249,10 @@ def train_sft(
     removed; if saving fails the checkpoints stay for a re-run to resume from.
     """
     objective = objective or CrossEntropy()
+    if objective.answer_samples and answer_class is not None:
+        for row in train_rows:
+            if answer_class(row["completion"]) is None:
+                raise ValueError(f"{objective.name}: the gold completion of row {row.get('id', '?')!r} has no answer")
     columns = ["text"] if "text" in train_rows[0] else ["prompt", "completion"]
     to_dataset = lambda rows: Dataset.from_dict({c: [r[c] for r in rows] for c in columns})  # noqa: E731
     checkpoint_dir = Path(checkpoint_dir)
@@ -203,6 +272,8 @@ def train_sft(
         processing_class=tokenizer,
         callbacks=list(callbacks),
         objective=objective,
+        answer_class=answer_class,
+        answer_sampling=answer_sampling,
     )
     last, last_step = last_checkpoint(checkpoint_dir)
     result = trainer.train(resume_from_checkpoint=last)
