@@ -26,6 +26,16 @@ What is written (:func:`write_standins`), under one folder:
   ``rejected`` as ``[{role, content}]`` conversations, ``score_chosen``, ``score_rejected``)
   and ``data/hh-rlhf/helpful-base/{train,test}.jsonl.gz`` in the schema of ``Anthropic/hh-rlhf``
   (``chosen``, ``rejected`` as "\n\nHuman: ...\n\nAssistant: ..." text), from the same questions.
+* ``data/code_contests/{train,valid,test}.parquet`` in the schema of ``deepmind/code_contests``
+  (all 20 columns, the class labels of ``source``, ``difficulty`` and ``solutions.language``
+  in the parquet's ``huggingface`` metadata, as the hub's files carry them) and
+  ``data/taco/ALL/{train,test}.parquet`` in the schema of ``BAAI/TACO`` (17 string columns,
+  ``solutions`` and ``input_output`` as JSON text): real tiny programming problems
+  (:data:`CONTEST_FAMILIES`, a parameter k each) whose Python 3 solutions pass their tests,
+  which a reference solver here computes. Beside the Python 3 solution each CodeContests record
+  has a Python 2 one (language 1) listed first, as the hub's records do; the last train problem
+  has only the Python 2 one (no gold: dropped from train), and TACO test ends with one
+  call-based problem (``fn_name``: skipped by the loader).
 
 The tokenizer's alphabet is every character of the stand-in data and the chat
 markers, so no stand-in text meets ``<unk>``.
@@ -36,7 +46,9 @@ from __future__ import annotations
 import copy
 import gzip
 import json
-from collections.abc import Mapping
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +160,277 @@ def hh_rlhf_records(rows: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+@dataclass(frozen=True)
+class ContestFamily:
+    """One kind of stand-in contest problem with a parameter k: its statement, solutions and reference solver.
+
+    ``statement``, ``python3`` and ``python2`` are templates with ``{k}``; ``make_input(rng)``
+    draws one test input; ``solve(stdin, k)`` is the reference solver's stdout.
+    """
+
+    name: str
+    statement: str
+    python3: str
+    python2: str
+    make_input: Callable[[random.Random], str]
+    solve: Callable[[str, int], str]
+
+
+def _numbers_input(rng: random.Random) -> str:
+    numbers = [rng.randint(-20, 40) for _ in range(rng.randint(1, 6))]
+    return f"{len(numbers)}\n{' '.join(map(str, numbers))}\n"
+
+
+def _numbers(stdin: str) -> list[int]:
+    return [int(token) for token in stdin.split()[1:]]
+
+
+_IO = "Input\n\n{input}\n\nOutput\n\n{output}"
+#: the stand-in problems of the CodeContests and TACO stand-ins
+CONTEST_FAMILIES: tuple[ContestFamily, ...] = (
+    ContestFamily(
+        "shifted_sum",
+        "You are given two integers a and b. Print a + b + {k}.\n\n"
+        + _IO.format(input="One line with two integers a and b (-1000 <= a, b <= 1000).", output="One integer."),
+        "a, b = map(int, input().split())\nprint(a + b + {k})\n",
+        "a, b = map(int, raw_input().split())\nprint a + b + {k}\n",
+        lambda rng: f"{rng.randint(-1000, 1000)} {rng.randint(-1000, 1000)}\n",
+        lambda stdin, k: f"{sum(int(t) for t in stdin.split()) + k}\n",
+    ),
+    ContestFamily(
+        "scaled",
+        "Multiply every number of a list by {k}.\n\n"
+        + _IO.format(
+            input="The first line holds n (1 <= n <= 100), the second n integers.",
+            output="The n products, in order, separated by spaces.",
+        ),
+        "n = int(input())\nnums = list(map(int, input().split()))\nprint(*[x * {k} for x in nums])\n",
+        "n = int(raw_input())\nnums = map(int, raw_input().split())\nprint ' '.join(str(x * {k}) for x in nums)\n",
+        _numbers_input,
+        lambda stdin, k: " ".join(str(x * k) for x in _numbers(stdin)) + "\n",
+    ),
+    ContestFamily(
+        "above",
+        "Count the numbers of a list that are greater than {k}.\n\n"
+        + _IO.format(input="The first line holds n (1 <= n <= 100), the second n integers.", output="One integer."),
+        "input()\nprint(sum(int(x) > {k} for x in input().split()))\n",
+        "raw_input()\nprint sum(int(x) > {k} for x in raw_input().split())\n",
+        _numbers_input,
+        lambda stdin, k: f"{sum(x > k for x in _numbers(stdin))}\n",
+    ),
+    ContestFamily(
+        "echo",
+        "Print the given word {k} times, without spaces.\n\n"
+        + _IO.format(input="One word of 1 to 10 lowercase letters.", output="The word repeated {k} times."),
+        "s = input().strip()\nprint(s * {k})\n",
+        "s = raw_input().strip()\nprint s * {k}\n",
+        lambda rng: "".join(rng.choice("abcdexyz") for _ in range(rng.randint(1, 10))) + "\n",
+        lambda stdin, k: stdin.strip() * k + "\n",
+    ),
+    ContestFamily(
+        "divisible",
+        "For each query x, say whether x is divisible by {k}.\n\n"
+        + _IO.format(
+            input="The first line holds T (1 <= T <= 10); each of the next T lines one integer x (0 <= x <= 10^9).",
+            output="For each query, YES if {k} divides x, else NO, one per line.",
+        ),
+        "import sys\n\ndata = sys.stdin.read().split()\nfor x in data[1:]:\n"
+        '    print("YES" if int(x) % {k} == 0 else "NO")\n',
+        "import sys\n\ndata = sys.stdin.read().split()\nfor x in data[1:]:\n"
+        '    print "YES" if int(x) % {k} == 0 else "NO"\n',
+        lambda rng: "\n".join(["3", *(str(rng.randint(0, 60)) for _ in range(3))]) + "\n",
+        lambda stdin, k: "".join("YES\n" if int(x) % k == 0 else "NO\n" for x in stdin.split()[1:]),
+    ),
+)
+#: CodeContests' class labels (deepmind/code_contests' features), in label order
+CC_SOURCES = ("UNKNOWN_SOURCE", "CODECHEF", "CODEFORCES", "HACKEREARTH", "CODEJAM", "ATCODER", "AIZU")
+CC_DIFFICULTIES = ("UNKNOWN_DIFFICULTY", "EASY", "MEDIUM", "HARD", "HARDER", "HARDEST", "EXTERNAL") + tuple(
+    "ABCDEFGHIJKLMNOPQRSTUV"
+)
+CC_LANGUAGES = ("UNKNOWN_LANGUAGE", "PYTHON", "CPP", "PYTHON3", "JAVA")
+TACO_COLUMNS = (
+    "question", "solutions", "starter_code", "input_output", "difficulty", "raw_tags", "name", "source", "tags",
+    "skill_types", "url", "Expected Auxiliary Space", "time_limit", "date", "picture_num", "memory_limit",
+    "Expected Time Complexity",
+)  # fmt: skip
+TACO_DIFFICULTIES = ("EASY", "MEDIUM", "MEDIUM_HARD", "HARD", "VERY_HARD", "UNKNOWN_DIFFICULTY")
+
+
+def code_contests_features():
+    """The ``datasets`` features of ``deepmind/code_contests`` (the schema its parquet files declare)."""
+    from datasets import ClassLabel, Features, Sequence, Value
+
+    tests = Sequence({"input": Value("string"), "output": Value("string")})
+    solutions = Sequence({"language": ClassLabel(names=list(CC_LANGUAGES)), "solution": Value("string")})
+    return Features(
+        {
+            "name": Value("string"),
+            "description": Value("string"),
+            "public_tests": tests,
+            "private_tests": tests,
+            "generated_tests": tests,
+            "source": ClassLabel(names=list(CC_SOURCES)),
+            "difficulty": ClassLabel(names=list(CC_DIFFICULTIES)),
+            "solutions": solutions,
+            "incorrect_solutions": solutions,
+            "cf_contest_id": Value("int64"),
+            "cf_index": Value("string"),
+            "cf_points": Value("float32"),
+            "cf_rating": Value("int32"),
+            "cf_tags": Sequence(Value("string")),
+            "is_description_translated": Value("bool"),
+            "untranslated_description": Value("string"),
+            "time_limit": {"seconds": Value("int64"), "nanos": Value("int64")},
+            "memory_limit_bytes": Value("int64"),
+            "input_file": Value("string"),
+            "output_file": Value("string"),
+        }
+    )
+
+
+def contest_problem(index: int, tests: int = 6) -> dict[str, Any]:
+    """Stand-in problem ``index``: family ``index % 5``, k = 2 + index // 5 (distinct statements),
+    its statement with the first test as the example, Python 3 and 2 solutions, ``tests`` (stdin, stdout) pairs."""
+    family = CONTEST_FAMILIES[index % len(CONTEST_FAMILIES)]
+    k = 2 + index // len(CONTEST_FAMILIES)
+    rng = random.Random(f"aligntrain/standins/contest:{index}")
+    inputs: list[str] = []
+    while len(inputs) < tests:
+        stdin = family.make_input(rng)
+        if stdin not in inputs:
+            inputs.append(stdin)
+    pairs = [(stdin, family.solve(stdin, k)) for stdin in inputs]
+    example = f"\n\nExample\n\nInput\n\n{pairs[0][0]}\nOutput\n\n{pairs[0][1]}"
+    return {
+        "name": f"{family.name}_{k}",
+        "statement": family.statement.format(k=k) + example,
+        "python3": family.python3.format(k=k),
+        "python2": family.python2.format(k=k),
+        "tests": pairs,
+    }
+
+
+def code_contests_records(first: int, n: int, *, last_unsolved: bool = False) -> list[dict[str, Any]]:
+    """Stand-in problems ``first`` .. ``first + n - 1`` as ``deepmind/code_contests`` records: 1 public,
+    2 private and 3 generated tests; sources and difficulties cycle through Codeforces (rated),
+    CodeChef (EXTERNAL) and HackerEarth (EASY..HARDEST). ``last_unsolved``: the last record has no
+    Python 3 solution."""
+    records = []
+    for index in range(first, first + n):
+        problem = contest_problem(index)
+        tests = problem["tests"]
+        kind = index % 3
+        languages, solutions = [1, 3], [problem["python2"], problem["python3"]]
+        if last_unsolved and index == first + n - 1:
+            languages, solutions = [1], [problem["python2"]]
+        records.append(
+            {
+                "name": f"{index}_{problem['name']}",
+                "description": problem["statement"],
+                "public_tests": {"input": [tests[0][0]], "output": [tests[0][1]]},
+                "private_tests": {"input": [t[0] for t in tests[1:3]], "output": [t[1] for t in tests[1:3]]},
+                "generated_tests": {"input": [t[0] for t in tests[3:]], "output": [t[1] for t in tests[3:]]},
+                "source": (2, 1, 3)[kind],
+                "difficulty": (7 + index % 4, 6, 1 + index % 5)[kind],
+                "solutions": {"language": languages, "solution": solutions},
+                "incorrect_solutions": {"language": [3], "solution": ["print(0)\n"]},
+                "cf_contest_id": 1000 + index if kind == 0 else 0,
+                "cf_index": "ABCD"[index % 4] if kind == 0 else "",
+                "cf_points": 0.0,
+                "cf_rating": 800 + 300 * (index % 8) if kind == 0 else 0,
+                "cf_tags": ["implementation"] if kind == 0 else [],
+                "is_description_translated": False,
+                "untranslated_description": "",
+                "time_limit": {"seconds": 2, "nanos": 0} if kind != 1 else None,
+                "memory_limit_bytes": 256_000_000,
+                "input_file": "",
+                "output_file": "",
+            }
+        )
+    return records
+
+
+def taco_records(first: int, n: int, *, call_based: bool = False) -> list[dict[str, Any]]:
+    """Stand-in problems ``first`` .. ``first + n - 1`` as ``BAAI/TACO`` records (every column a string);
+    ``call_based``: one more record of a call-based problem (``fn_name``), as TACO's LeetCode and
+    Codewars problems are."""
+    records = []
+    for index in range(first, first + n):
+        problem = contest_problem(index)
+        tests = problem["tests"]
+        record = dict.fromkeys(TACO_COLUMNS, "")
+        record.update(
+            question=problem["statement"],
+            solutions=json.dumps([problem["python3"]]),
+            input_output=json.dumps({"inputs": [t[0] for t in tests], "outputs": [t[1] for t in tests]}),
+            difficulty=TACO_DIFFICULTIES[index % len(TACO_DIFFICULTIES)],
+            raw_tags="['implementation']",
+            name=problem["name"],
+            source="codeforces",
+            tags="['Implementation']",
+            skill_types="[]",
+            url=f"https://codeforces.com/problemset/problem/{1000 + index}/A",
+            time_limit="2 seconds",
+            date="2020-01-01",
+            picture_num="0",
+            memory_limit="256 megabytes",
+        )
+        records.append(record)
+    if call_based:
+        record = dict.fromkeys(TACO_COLUMNS, "")
+        record.update(
+            question="Write a function add(a, b) that returns the sum of a and b.",
+            solutions=json.dumps(["def add(a, b):\n    return a + b\n"]),
+            starter_code="def add(a, b):\n\t",
+            input_output=json.dumps({"fn_name": "add", "inputs": [[1, 2], [3, 4]], "outputs": [[3], [7]]}),
+            difficulty="EASY",
+            name="add",
+            source="codewars",
+        )
+        records.append(record)
+    return records
+
+
+def write_contest_standins(folder: Path, *, train: int, valid: int, test: int) -> dict[str, Path]:
+    """The CodeContests and TACO stand-ins under ``folder/data`` (module docstring); their paths by name.
+
+    CodeContests train, valid, test and TACO train, test hold disjoint problems.
+    """
+    import datasets
+
+    paths = {}
+    first = 0
+    for split, n in (("train", train), ("valid", valid), ("test", test)):
+        records = code_contests_records(first, n, last_unsolved=split == "train")
+        paths[f"code_contests_{split}"] = folder / "data" / "code_contests" / f"{split}.parquet"
+        paths[f"code_contests_{split}"].parent.mkdir(parents=True, exist_ok=True)
+        datasets.Dataset.from_list(records, features=code_contests_features()).to_parquet(
+            paths[f"code_contests_{split}"]
+        )
+        first += n
+    for split, n in (("train", train), ("test", test)):
+        records = taco_records(first, n, call_based=split == "test")
+        paths[f"taco_{split}"] = folder / "data" / "taco" / "ALL" / f"{split}.parquet"
+        paths[f"taco_{split}"].parent.mkdir(parents=True, exist_ok=True)
+        features = datasets.Features({column: datasets.Value("string") for column in TACO_COLUMNS})
+        datasets.Dataset.from_list(records, features=features).to_parquet(paths[f"taco_{split}"])
+        first += n
+    return paths
+
+
+def contest_texts(n: int) -> list[str]:
+    """Every text of the first ``n`` stand-in problems as a row holds it (for the tokenizer's alphabet)."""
+    from aligntrain.problems.code_contests import format_prompt as contest_prompt
+    from aligntrain.problems.code_contests import gold_completion
+
+    texts = []
+    for index in range(n):
+        problem = contest_problem(index)
+        texts += [contest_prompt(problem["statement"]), gold_completion(problem["python3"])]
+        texts += [json.dumps(problem["tests"])]
+    return texts
+
+
 def tiny_reward_model(tokenizer, *, hidden_size: int = 32, num_layers: int = 2, max_length: int = 512):
     """A freshly initialised Llama sequence classifier with one score over ``tokenizer``'s vocabulary."""
     import torch
@@ -219,7 +502,11 @@ def write_standins(folder: str | Path, *, train_size: int = 256, test_size: int 
         lines = "".join(json.dumps(record) + "\n" for record in hh_rlhf_records(split_rows))
         paths[f"hh_rlhf_{split}"].write_bytes(gzip.compress(lines.encode(), mtime=0))
 
+    contest_sizes = dict(train=max(train_size // 4, 4), valid=8, test=max(test_size // 2, 4))
+    paths.update(write_contest_standins(folder, **contest_sizes))
+
     texts = [value for record in [*train, *test] for value in record.values() if isinstance(value, str)]
+    texts += contest_texts(2 * sum(contest_sizes.values()) - contest_sizes["valid"])
     # The 20 residues and the hydro task markers, so that the GPT-2 stand-in (ProtGPT2) reads hydro rows too.
     texts += [format_prompt("?"), ANSWER_MARKER, "[user] [assistant] \n0123456789", hydro.ALPHABET, "U:C:"]
     tokenizer = build_char_tokenizer(texts)

@@ -21,6 +21,7 @@ from aligntrain.options import Registry
 from aligntrain.problems.arith import ArithProblem
 from aligntrain.problems.chat import ChatProblem
 from aligntrain.problems.code import CodeProblem
+from aligntrain.problems.code_contests import CodeContestsProblem
 from aligntrain.problems.competition_math import MathProblem
 from aligntrain.problems.gsm8k import Gsm8kProblem
 from aligntrain.problems.hydro import HydroProblem
@@ -105,6 +106,7 @@ PROBLEMS.register(MathProblem)
 PROBLEMS.register(Gsm8kProblem)
 PROBLEMS.register(ChatProblem)
 PROBLEMS.register(CodeProblem)
+PROBLEMS.register(CodeContestsProblem)
 
 
 def get_problem(name: str) -> Problem:

@@ -53,7 +53,7 @@ sizes; splits hold unique prompts and the pretraining corpus (solved tasks:
 prompt + gold program) draws only train-partition prompts. Ids hash the
 prompt: "code-L<level>-<16 hex digits>".
 
-Grading [choice] (``CodeProblem.grade_batch``): the program is the completion's
+Grading [choice] (``SandboxGraded.grade_batch``, shared with the contest problems): the program is the completion's
 text before the first ``STOP_TEXT`` (all of it when there is none); an empty one
 is no program (reward 0, no class). Programs run in a ``SandboxPool`` (at most
 ``max_workers`` at a time, by default one per core) under the options'
@@ -610,19 +610,21 @@ def grade_results(
 
 
 # ---------------------------------------------------------------------------
-# Problem object (what aligntrain.problems.get_problem("code") returns)
+# Sandbox grading, shared by every problem whose completions are programs
 
 
-class CodeProblem(rows.RowStore, Options):
-    """Small programs over integers, strings and lists, graded by running their tests in the sandbox.
+class SandboxGraded(Options):
+    """Grading by running each completion's program on its row's tests in the sandbox.
 
-    Rewards 0/1 by default (pass@k, majority vote over behaviour classes), or the
-    fraction of tests passed (best-of-N). The module docstring has the details.
+    The base of ``code`` (this module) and of the contest problems
+    (:mod:`aligntrain.problems.code_contests`): the reward (all tests, or the
+    fraction passed), the behaviour class (AlphaCode's clustering, ``grade_results``),
+    the retry of ``sandbox_error`` runs and the options of the sandbox live here
+    once. A subclass says how a program is read out of a completion
+    (``extract_program``) and keeps its tests in the row's ``answer`` field as
+    ``tests_of`` reads them.
     """
 
-    name: ClassVar[str] = NAME
-    levels: ClassVar[tuple[int, ...]] = LEVELS
-    stop_text: ClassVar[str] = STOP_TEXT
     #: RL grades a batch of programs at once, in parallel in the sandbox pool
     batched_rewards: ClassVar[bool] = True
     #: a behaviour class needs the row's tests: ``answer_class(completion)`` alone cannot give one
@@ -646,6 +648,10 @@ class CodeProblem(rows.RowStore, Options):
         """True with ``reward_mode: all_tests`` (0/1 rewards), False with ``fraction``."""
         return self.reward_mode == "all_tests"
 
+    def extract_program(self, completion: str) -> str | None:
+        """The program of ``completion`` (None: it wrote none); the ``code`` problem's rule by default."""
+        return extract_program(completion)
+
     def sandbox(self) -> SandboxPool:
         """The sandbox pool, started on first use; SandboxUnavailable naming this problem if it cannot isolate."""
         if self._pool is None:
@@ -659,16 +665,10 @@ class CodeProblem(rows.RowStore, Options):
                 )
             except SandboxUnavailable as err:
                 raise SandboxUnavailable(
-                    f"problem {NAME!r} runs model-written programs only inside the sandbox "
+                    f"problem {self.name!r} runs model-written programs only inside the sandbox "
                     f"(docs/sandbox.md), and it cannot work on this machine: {err}"
                 ) from None
         return self._pool
-
-    def generate_splits(self, sizes: Mapping[str, int], levels: Sequence[int], seed: int) -> dict[str, list[CodeRow]]:
-        return generate_splits(sizes, levels, seed)
-
-    def pretrain_corpus(self, n: int, seed: int) -> list[str]:
-        return pretrain_corpus(n, seed)
 
     def grade_batch(self, completions: Sequence[str], rows_: Sequence[Mapping[str, Any]]) -> list[CodeGrade]:
         """Grade every (completion, row) pair: the programs run in parallel in the sandbox pool.
@@ -678,7 +678,7 @@ class CodeProblem(rows.RowStore, Options):
         """
         if len(completions) != len(rows_):
             raise ValueError(f"{len(completions)} completions for {len(rows_)} rows")
-        programs = [extract_program(completion) for completion in completions]
+        programs = [self.extract_program(completion) for completion in completions]
         tests = [tests_of(row) for row in rows_]
         grades: list[CodeGrade | None] = [None] * len(programs)
         pending = [i for i, program in enumerate(programs) if program is not None]
@@ -716,9 +716,31 @@ class CodeProblem(rows.RowStore, Options):
     def answer_class(self, completion: str) -> str | None:
         """Not available: a program's behaviour class needs the row's tests; ``grade(completion, row)`` has it."""
         raise ValueError(
-            f"problem {NAME!r}: a program's behaviour class is its output on the row's tests; "
+            f"problem {self.name!r}: a program's behaviour class is its output on the row's tests; "
             "use grade(completion, row).answer_class (RL rules that need answer classes are refused for this problem)"
         )
+
+
+# ---------------------------------------------------------------------------
+# Problem object (what aligntrain.problems.get_problem("code") returns)
+
+
+class CodeProblem(SandboxGraded, rows.RowStore):
+    """Small programs over integers, strings and lists, graded by running their tests in the sandbox.
+
+    Rewards 0/1 by default (pass@k, majority vote over behaviour classes), or the
+    fraction of tests passed (best-of-N). The module docstring has the details.
+    """
+
+    name: ClassVar[str] = NAME
+    levels: ClassVar[tuple[int, ...]] = LEVELS
+    stop_text: ClassVar[str] = STOP_TEXT
+
+    def generate_splits(self, sizes: Mapping[str, int], levels: Sequence[int], seed: int) -> dict[str, list[CodeRow]]:
+        return generate_splits(sizes, levels, seed)
+
+    def pretrain_corpus(self, n: int, seed: int) -> list[str]:
+        return pretrain_corpus(n, seed)
 
     def validate_row(self, row: Mapping[str, Any]) -> None:
         validate_row(row)
