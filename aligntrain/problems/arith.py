@@ -13,6 +13,16 @@ sampler stops)::
     prompt:     "Q: 47+83*6-29=?\\nA: "
     completion: "47+498-29=545-29=516 #### 516\\n"
 
+Direct-answer form [choice] (the option ``answer_format: direct``, DCO Table 1's
+setting, where continued CE lowers pass@k at large k): the completion is the
+answer alone after the marker, no worked steps; the prompt is the same::
+
+    prompt:     "Q: 47+83*6-29=?\\nA: "
+    completion: "#### 516\\n"
+
+The default ``answer_format: worked`` gives the worked rows above, byte for byte
+what they were before the option existed.
+
 Steps follow operator precedence: the leftmost "*" first, then "+"/"-" left to
 right, one operation per step, each intermediate expression written out in full
 (so the model copies the untouched part and computes one operation). Only the
@@ -54,6 +64,9 @@ of a random train-partition worked example, posed as its own two-operand
 question (e.g. "Q: 545-29=?\\nA: 516 #### 516\\n"), hash-filtered to the train
 partition like everything else. Drills teach the single-step arithmetic at the
 magnitudes the traces need (including a negative left operand) in isolation.
+With ``answer_format: direct`` the corpus is the same draws written in the direct
+form (examples and drills "Q: 545-29=?\\nA: #### 516\\n"): the base model never sees
+a worked step, as the fine-tuning rows show none.
 """
 
 from __future__ import annotations
@@ -64,7 +77,9 @@ import random
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
 
 from aligntrain import verify
 from aligntrain.options import Options
@@ -79,6 +94,9 @@ STOP_TEXT = "\n"
 MAX_EXAMPLE_CHARS = 120
 ALPHABET = frozenset("0123456789+-*=?#: QA\n")
 ROW_FIELDS = rows.ROW_FIELDS
+#: completion forms: the worked chain before the answer (default), or the answer alone
+ANSWER_FORMATS = ("worked", "direct")
+AnswerFormat = Literal["worked", "direct"]
 
 # Salt of the split hash; changing it re-partitions every question (a new dataset).
 _SPLIT_SALT = b"aligntrain/arith/split/v1:"
@@ -169,20 +187,34 @@ def worked_completion(question: str) -> str:
     return f"{'='.join(steps)} {ANSWER_MARKER} {steps[-1]}{STOP_TEXT}"
 
 
+def direct_completion(question: str) -> str:
+    """Direct-answer completion: the marker and the answer alone, STOP_TEXT ("#### 516\\n")."""
+    return f"{ANSWER_MARKER} {solution_steps(question)[-1]}{STOP_TEXT}"
+
+
+def completion_of(question: str, answer_format: AnswerFormat = "worked") -> str:
+    """The gold completion of ``question`` in ``answer_format`` (worked steps, or the answer alone)."""
+    if answer_format == "worked":
+        return worked_completion(question)
+    if answer_format == "direct":
+        return direct_completion(question)
+    raise ValueError(f"answer_format must be one of {ANSWER_FORMATS}, got {answer_format!r}")
+
+
 def row_id(question: str, level: int) -> str:
     """Stable id from the question text: "arith-L<level>-<16 hex digits>"."""
     digest = hashlib.blake2b(question.encode("ascii"), digest_size=8).hexdigest()
     return f"{NAME}-L{level}-{digest}"
 
 
-def make_row(question: str, level: int) -> ArithRow:
-    """The row of one question (the question must fit ``level``)."""
+def make_row(question: str, level: int, answer_format: AnswerFormat = "worked") -> ArithRow:
+    """The row of one question (the question must fit ``level``); the completion in ``answer_format``."""
     steps = solution_steps(question)
     return {
         "id": row_id(question, level),
         "level": level,
         "prompt": format_prompt(question),
-        "completion": worked_completion(question),
+        "completion": completion_of(question, answer_format),
         "answer": steps[-1],
     }
 
@@ -204,12 +236,15 @@ def partition_of(question: str) -> str:
 # Splits and pretraining corpus
 
 
-def generate_split(split: str, n: int, levels: Sequence[int] = LEVELS, seed: int = 0) -> list[ArithRow]:
+def generate_split(
+    split: str, n: int, levels: Sequence[int] = LEVELS, seed: int = 0, answer_format: AnswerFormat = "worked"
+) -> list[ArithRow]:
     """``n`` rows of unique questions from the ``split`` partition, shuffled.
 
     Levels get equal shares (the first ``n % len(levels)`` levels one more).
     Deterministic in (split, n, levels, seed); each (split, level) has its own
     random stream, so changing one level's share leaves the others' questions.
+    ``answer_format`` changes only the completions (the questions, ids and order are the same).
     """
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
@@ -233,28 +268,36 @@ def generate_split(split: str, n: int, levels: Sequence[int] = LEVELS, seed: int
                 continue
             fruitless = 0
             seen.add(question)
-            rows.append(make_row(question, level))
+            rows.append(make_row(question, level, answer_format))
             taken += 1
     random.Random(f"{NAME}:{seed}:{split}:order").shuffle(rows)
     return rows
 
 
 def generate_splits(
-    sizes: Mapping[str, int], levels: Sequence[int] = LEVELS, seed: int = 0
+    sizes: Mapping[str, int], levels: Sequence[int] = LEVELS, seed: int = 0, answer_format: AnswerFormat = "worked"
 ) -> dict[str, list[ArithRow]]:
     """One ``generate_split`` per entry of ``sizes`` (e.g. {"train": 4000, "test": 500})."""
     unknown = sorted(set(sizes) - set(SPLITS))
     if unknown:
         raise ValueError(f"sizes has unknown splits {unknown}; known: {SPLITS}")
-    return {split: generate_split(split, n, levels, seed) for split, n in sizes.items()}
+    return {split: generate_split(split, n, levels, seed, answer_format) for split, n in sizes.items()}
 
 
-def pretrain_corpus(n: int, seed: int = 0, levels: Sequence[int] = LEVELS, drill_fraction: float = 0.2) -> list[str]:
+def pretrain_corpus(
+    n: int,
+    seed: int = 0,
+    levels: Sequence[int] = LEVELS,
+    drill_fraction: float = 0.2,
+    answer_format: AnswerFormat = "worked",
+) -> list[str]:
     """``n`` pretraining texts (prompt + completion), all from the train partition.
 
-    Each text is a drill with probability ``drill_fraction`` and otherwise a
-    worked example of a uniform level (see the module docstring). Repeats allowed.
+    Each text is a drill with probability ``drill_fraction`` and otherwise an
+    example of a uniform level (see the module docstring), its completion in
+    ``answer_format`` (the same draws in either form). Repeats allowed.
     """
+    completion_of("0+0", answer_format)  # an unknown format fails before any draw
     n = check_int(n, "n", minimum=0)
     check_probability(drill_fraction, "drill_fraction")
     levels = check_choices(levels, "levels", LEVELS)
@@ -268,7 +311,7 @@ def pretrain_corpus(n: int, seed: int = 0, levels: Sequence[int] = LEVELS, drill
             question = _drill_from(question, rng)
             if partition_of(question) != "train":
                 continue
-        texts.append(format_prompt(question) + worked_completion(question))
+        texts.append(format_prompt(question) + completion_of(question, answer_format))
     return texts
 
 
@@ -282,12 +325,12 @@ def _drill_from(question: str, rng: random.Random) -> str:
 # Validation and parquet I/O
 
 
-def validate_row(row: Mapping[str, Any]) -> None:
+def validate_row(row: Mapping[str, Any], answer_format: AnswerFormat = "worked") -> None:
     """Raise ValueError naming the row's id and the bad field if ``row`` is malformed.
 
     Checks the fields and types, that the prompt holds a question of the row's
     level, and that id, completion and answer are exactly the ones that
-    question determines.
+    question determines (the completion in ``answer_format``).
     """
     bad = rows.check_row_shape(row, NAME, LEVEL_SPECS)
     level = row["level"]
@@ -302,20 +345,22 @@ def validate_row(row: Mapping[str, Any]) -> None:
         if fitting:
             raise bad("level", f"is {level}, but question {question!r} is of level {fitting}: {misfit}")
         raise bad("prompt", f"question {question!r} fits no level (level {level}: {misfit})")
-    expected = make_row(question, int(level))
+    expected = make_row(question, int(level), answer_format)
     for field in ("id", "answer", "completion"):
         if row[field] != expected[field]:
             raise bad(field, f"is {row[field]!r}, the question determines {expected[field]!r}")
 
 
-def save_rows(rows_: Iterable[Mapping[str, Any]], path: str | os.PathLike[str]) -> None:
+def save_rows(
+    rows_: Iterable[Mapping[str, Any]], path: str | os.PathLike[str], answer_format: AnswerFormat = "worked"
+) -> None:
     """Validate every row, then write parquet atomically."""
-    rows.save_rows(rows_, path, validate_row)
+    rows.save_rows(rows_, path, lambda row: validate_row(row, answer_format))
 
 
-def load_rows(path: str | os.PathLike[str]) -> list[ArithRow]:
+def load_rows(path: str | os.PathLike[str], answer_format: AnswerFormat = "worked") -> list[ArithRow]:
     """Read rows written by ``save_rows``; every row is validated (ValueError names its id)."""
-    return rows.load_rows(path, validate_row)
+    return rows.load_rows(path, lambda row: validate_row(row, answer_format))
 
 
 # ---------------------------------------------------------------------------
@@ -330,11 +375,18 @@ class ArithProblem(rows.RowStore, Options):
     levels: ClassVar[tuple[int, ...]] = LEVELS
     stop_text: ClassVar[str] = STOP_TEXT
 
+    answer_format: AnswerFormat = Field(
+        "worked",
+        description="Completion form: 'worked' (the expression rewritten after each step, then '#### <answer>'; "
+        "the default rows, unchanged) or 'direct' (only '#### <answer>', no steps: DCO Table 1's direct-answer "
+        "setting). The pretraining corpus is written in the same form.",
+    )
+
     def generate_splits(self, sizes: Mapping[str, int], levels: Sequence[int], seed: int) -> dict[str, list[ArithRow]]:
-        return generate_splits(sizes, levels, seed)
+        return generate_splits(sizes, levels, seed, self.answer_format)
 
     def pretrain_corpus(self, n: int, seed: int) -> list[str]:
-        return pretrain_corpus(n, seed)
+        return pretrain_corpus(n, seed, answer_format=self.answer_format)
 
     def reward(self, completion: str, row: Mapping[str, Any]) -> float:
         """1.0 if the completion's answer equals the row's gold answer, else 0.0."""
@@ -356,7 +408,7 @@ class ArithProblem(rows.RowStore, Options):
         return verify.canonical_answer(verify.extract_answer(completion))
 
     def validate_row(self, row: Mapping[str, Any]) -> None:
-        validate_row(row)
+        validate_row(row, self.answer_format)
 
 
 # ---------------------------------------------------------------------------
