@@ -4,15 +4,20 @@
 On a small local Llama (random weights, the stand-ins' character tokenizer, written here:
 nothing is downloaded) it measures, and writes to ``build/gpu_check.json``:
 
-1. pool generation, vLLM against transformers' generate (the two ``rollouts.backend``
-   entries, aligntrain.rollouts.backends): tokens per second and their ratio;
-2. bf16 sequence log-probabilities, vLLM's sums against the transformers forward pass that
-   re-scores vLLM's samples: mean and largest |Δ log p|;
-3. one GRPO step with vLLM colocated (``rl.vllm: colocate``) through StrategyGRPOTrainer, and
-   that the rule's advantages reached the loss (the run logs the rule's statistics);
-4. one QLoRA SFT step (4-bit NF4 base through bitsandbytes, LoRA adapters).
+1. pool generation with transformers' generate on CUDA in bf16 (the ``hf`` backend), and
+   with vLLM against it when vLLM is installed: tokens per second and their ratio;
+2. bf16 sequence log-probabilities: the sums generate reads from its per-step logits against
+   the forward pass that re-scores samples (``sequence_logprobs``), both bf16, and against a
+   float32 forward (the bf16 noise floor any sampler's log-probabilities are judged by); with
+   vLLM, vLLM's own sums against that forward pass;
+3. one GRPO step through StrategyGRPOTrainer on CUDA with CAT-RL Pass@N on sequence p (the
+   float64 log-probability path), and with vLLM colocated when vLLM is installed;
+4. one LoRA SFT step (bf16 base, peft adapters) with the Pass@N objective, one DCO_a step
+   (completions sampled on CUDA inside the step), and one QLoRA step (4-bit NF4 through
+   bitsandbytes) when bitsandbytes is installed.
 
-Each check runs on its own and reports its error rather than stopping the others.
+Each check runs on its own and reports its error rather than stopping the others; a check
+whose package (vLLM, bitsandbytes) is not installed is reported as skipped.
 """
 
 from __future__ import annotations
@@ -30,15 +35,13 @@ sys.path.insert(0, str(ROOT))
 
 
 def small_model(folder: Path, *, hidden_size: int, num_layers: int) -> Path:
-    """A Llama of the given size over the stand-ins' tokenizer, saved in bfloat16 (random weights)."""
+    """A Llama of the given size over a character tokenizer of arith's alphabet, saved in bfloat16 (random weights)."""
     import torch
 
-    from aligntrain.standins import tiny_causal_lm, write_standins
+    from aligntrain.models.tiny import build_char_tokenizer
+    from aligntrain.standins import tiny_causal_lm
 
-    standins = write_standins(folder / "standins", train_size=64, test_size=64)
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(standins["llama"])
+    tokenizer = build_char_tokenizer([r["prompt"] + r["completion"] for r in arith_rows(256)] + ["0123456789"])
     model = tiny_causal_lm("llama", tokenizer, hidden_size=hidden_size, num_layers=num_layers, max_length=1024)
     path = folder / "model"
     model.to(torch.bfloat16).save_pretrained(path)
@@ -52,27 +55,57 @@ def arith_rows(count: int) -> list[dict]:
     return get_problem("arith").generate_splits({"train": count}, levels=[1, 2, 3], seed=0)["train"]
 
 
+def _installed(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
 def check_generation(model: Path, prompts: list[str], samples: int, max_new_tokens: int) -> dict:
+    import torch
+
+    from aligntrain.models import load_model_and_tokenizer
     from aligntrain.rollouts.backends import HfBackend, VllmBackend
-    from aligntrain.rollouts.generate import SamplingConfig
+    from aligntrain.rollouts.generate import SamplingConfig, sequence_logprobs
 
     sampling = SamplingConfig(temperature=1.0, top_p=1.0, max_new_tokens=max_new_tokens)
     ids = [f"p{i}" for i in range(len(prompts))]
-    result = {}
-    for name, backend in (("hf", HfBackend()), ("vllm", VllmBackend(gpu_memory_utilization=0.5))):
+    backends = [("hf", HfBackend())]
+    if _installed("vllm"):
+        backends.append(("vllm", VllmBackend(gpu_memory_utilization=0.5)))
+    result: dict = {} if _installed("vllm") else {"vllm": {"skipped": "vllm is not installed"}}
+    for name, backend in backends:
         start = time.perf_counter()
         sampled = backend.sample(model, prompts, ids, samples, sampling, dtype="bfloat16", batch_size=256, seed=0)
+        torch.cuda.synchronize()
         seconds = time.perf_counter() - start
         tokens = sum(c.num_tokens for c in sampled.completions)
         result[name] = {"seconds": seconds, "tokens": tokens, "tokens_per_second": tokens / seconds}
+        if name == "hf":
+            # generate's own sums (bf16 per-step logits) against bf16 and float32 forward passes
+            sub = sampled.completions[: 4 * samples]
+            prompt_of = [prompts[c.prompt_index] for c in sub]
+            token_ids = [c.token_ids for c in sub]
+            for dtype in ("bfloat16", "float32"):
+                scorer, tokenizer = load_model_and_tokenizer(model, dtype=dtype)
+                scorer.to("cuda")
+                forward = sequence_logprobs(scorer, tokenizer, prompt_of, token_ids, batch_size=64)
+                gaps = [abs(c.logp - f) for c, f in zip(sub, forward, strict=True)]
+                result[f"generate_vs_{dtype}_forward_logp_gap"] = {
+                    "mean": sum(gaps) / len(gaps),
+                    "max": max(gaps),
+                    "samples": len(gaps),
+                }
+                del scorer
         if name == "vllm":
             gaps = [abs(c.logp - s) for c, s in zip(sampled.completions, sampled.sampler_logps, strict=True)]
             result["bf16_logp_gap"] = {"mean": sum(gaps) / len(gaps), "max": max(gaps), "samples": len(gaps)}
-    result["vllm_over_hf_throughput"] = result["vllm"]["tokens_per_second"] / result["hf"]["tokens_per_second"]
+    if "tokens_per_second" in result.get("vllm", {}):
+        result["vllm_over_hf_throughput"] = result["vllm"]["tokens_per_second"] / result["hf"]["tokens_per_second"]
     return result
 
 
-def check_grpo_step_with_vllm(model: Path, folder: Path) -> dict:
+def check_grpo_step(model: Path, folder: Path, vllm: str) -> dict:
     import torch
 
     from aligntrain.config import RLConfig
@@ -80,9 +113,11 @@ def check_grpo_step_with_vllm(model: Path, folder: Path) -> dict:
     from aligntrain.problems import get_problem
     from aligntrain.training.rl import train_rl
 
+    if vllm != "off" and not _installed("vllm"):
+        return {"skipped": "vllm is not installed"}
     policy, tokenizer = load_model_and_tokenizer(model, dtype="bfloat16")
     config = RLConfig(
-        rule="loo_pass_at_k",
+        rule={"name": "cat_pass_at_n", "budget": 16, "p_source": "sequence"},
         steps=1,
         batch_size=32,
         num_generations=8,
@@ -91,17 +126,18 @@ def check_grpo_step_with_vllm(model: Path, folder: Path) -> dict:
         lr_warmup_ratio=0.0,
         checkpoint_every=10,
         log_every=1,
-        vllm="colocate",
+        vllm=vllm,
         vllm_gpu_memory_utilization=0.3,
     )
     problem = get_problem("arith")
+    torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()
     metrics = train_rl(
         policy.to("cuda"),
         tokenizer,
         arith_rows(64),
         config,
-        folder / "grpo",
+        folder / f"grpo-{vllm}",
         reward_fn=problem.reward,
         answer_class=problem.answer_class,
         binary_rewards=True,
@@ -112,21 +148,41 @@ def check_grpo_step_with_vllm(model: Path, folder: Path) -> dict:
     return metrics
 
 
-def check_qlora_sft_step(model: Path, folder: Path) -> dict:
+def check_sft_step(model: Path, folder: Path, objective_name: str, quantization: str) -> dict:
     import torch
 
     from aligntrain.config import LoraSettings, OptimConfig
     from aligntrain.models import apply_lora, load_model_and_tokenizer
-    from aligntrain.objectives import CrossEntropy
+    from aligntrain.objectives import OBJECTIVES
+    from aligntrain.problems import get_problem
+    from aligntrain.rollouts.generate import SamplingConfig
     from aligntrain.training.sft import train_sft
 
-    base, tokenizer = load_model_and_tokenizer(model, dtype="bfloat16", quantization="nf4")
-    lora = LoraSettings(r=16, alpha=32, target_modules=["q_proj", "v_proj"], quantization="nf4")
-    policy = apply_lora(base, lora, seed=0)
-    optim = OptimConfig(steps=1, batch_size=8, learning_rate=2e-4, lr_warmup_ratio=0.0, checkpoint_every=10)
+    if quantization == "nf4" and not _installed("bitsandbytes"):
+        return {"skipped": "bitsandbytes is not installed"}
+    base, tokenizer = load_model_and_tokenizer(model, dtype="bfloat16", quantization=quantization)
+    lora = LoraSettings(r=16, alpha=32, target_modules=["q_proj", "v_proj"], quantization=quantization)
+    policy = apply_lora(base if quantization == "nf4" else base.to("cuda"), lora, seed=0)
+    options = {"budget": 16, "samples": 4} if objective_name == "dco_a" else {"budget": 16}
+    objective = OBJECTIVES.parse(objective_name, options)
+    answer = (
+        {"answer_class": get_problem("arith").answer_class, "answer_sampling": SamplingConfig(max_new_tokens=64)}
+        if objective.answer_samples
+        else {}
+    )
+    optim = OptimConfig(steps=2, batch_size=8, learning_rate=2e-4, lr_warmup_ratio=0.0, checkpoint_every=10)
+    torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()
     metrics = train_sft(
-        policy, tokenizer, arith_rows(32), optim, folder / "qlora", objective=CrossEntropy(), max_length=256, seed=0
+        policy,
+        tokenizer,
+        arith_rows(32),
+        optim,
+        folder / f"sft-{objective_name}-{quantization}",
+        objective=objective,
+        max_length=256,
+        seed=0,
+        **answer,
     )
     metrics["seconds"] = time.perf_counter() - start
     metrics["peak_gpu_gib"] = torch.cuda.max_memory_allocated() / 2**30
@@ -156,8 +212,11 @@ def main() -> int:
         prompts = [r["prompt"] for r in arith_rows(args.prompts)]
         checks = {
             "generation": lambda: check_generation(model, prompts, args.samples, args.max_new_tokens),
-            "grpo_step_vllm_colocate": lambda: check_grpo_step_with_vllm(model, folder),
-            "qlora_sft_step": lambda: check_qlora_sft_step(model, folder),
+            "grpo_step": lambda: check_grpo_step(model, folder, vllm="off"),
+            "grpo_step_vllm_colocate": lambda: check_grpo_step(model, folder, vllm="colocate"),
+            "lora_sft_step_pass_at_n": lambda: check_sft_step(model, folder, "pass_at_n", "none"),
+            "lora_sft_step_dco_a": lambda: check_sft_step(model, folder, "dco_a", "none"),
+            "qlora_sft_step": lambda: check_sft_step(model, folder, "pass_at_n", "nf4"),
         }
         for name, check in checks.items():
             try:
