@@ -190,8 +190,7 @@ _IO = "Input\n\n{input}\n\nOutput\n\n{output}"
 CONTEST_FAMILIES: tuple[ContestFamily, ...] = (
     ContestFamily(
         "shifted_sum",
-        "You are given two integers a and b. Print a + b + {k}.\n\n"
-        + _IO.format(input="One line with two integers a and b (-1000 <= a, b <= 1000).", output="One integer."),
+        "Print a + b + {k}.\n\n" + _IO.format(input="Two integers a and b.", output="One integer."),
         "a, b = map(int, input().split())\nprint(a + b + {k})\n",
         "a, b = map(int, raw_input().split())\nprint a + b + {k}\n",
         lambda rng: f"{rng.randint(-1000, 1000)} {rng.randint(-1000, 1000)}\n",
@@ -199,11 +198,7 @@ CONTEST_FAMILIES: tuple[ContestFamily, ...] = (
     ),
     ContestFamily(
         "scaled",
-        "Multiply every number of a list by {k}.\n\n"
-        + _IO.format(
-            input="The first line holds n (1 <= n <= 100), the second n integers.",
-            output="The n products, in order, separated by spaces.",
-        ),
+        "Multiply each number by {k}.\n\n" + _IO.format(input="n, then n integers.", output="The n products."),
         "n = int(input())\nnums = list(map(int, input().split()))\nprint(*[x * {k} for x in nums])\n",
         "n = int(raw_input())\nnums = map(int, raw_input().split())\nprint ' '.join(str(x * {k}) for x in nums)\n",
         _numbers_input,
@@ -211,29 +206,23 @@ CONTEST_FAMILIES: tuple[ContestFamily, ...] = (
     ),
     ContestFamily(
         "above",
-        "Count the numbers of a list that are greater than {k}.\n\n"
-        + _IO.format(input="The first line holds n (1 <= n <= 100), the second n integers.", output="One integer."),
+        "Count the numbers above {k}.\n\n" + _IO.format(input="n, then n integers.", output="One integer."),
         "input()\nprint(sum(int(x) > {k} for x in input().split()))\n",
         "raw_input()\nprint sum(int(x) > {k} for x in raw_input().split())\n",
         _numbers_input,
         lambda stdin, k: f"{sum(x > k for x in _numbers(stdin))}\n",
     ),
     ContestFamily(
-        "echo",
-        "Print the given word {k} times, without spaces.\n\n"
-        + _IO.format(input="One word of 1 to 10 lowercase letters.", output="The word repeated {k} times."),
-        "s = input().strip()\nprint(s * {k})\n",
-        "s = raw_input().strip()\nprint s * {k}\n",
+        "tagged",
+        "Print the word, then {k}.\n\n" + _IO.format(input="A lowercase word.", output="The word and {k}."),
+        "s = input().strip()\nprint(s, {k})\n",
+        "s = raw_input().strip()\nprint s, {k}\n",
         lambda rng: "".join(rng.choice("abcdexyz") for _ in range(rng.randint(1, 10))) + "\n",
-        lambda stdin, k: stdin.strip() * k + "\n",
+        lambda stdin, k: f"{stdin.strip()} {k}\n",
     ),
     ContestFamily(
         "divisible",
-        "For each query x, say whether x is divisible by {k}.\n\n"
-        + _IO.format(
-            input="The first line holds T (1 <= T <= 10); each of the next T lines one integer x (0 <= x <= 10^9).",
-            output="For each query, YES if {k} divides x, else NO, one per line.",
-        ),
+        "Is x divisible by {k}?\n\n" + _IO.format(input="T, then T integers x.", output="YES or NO per x."),
         "import sys\n\ndata = sys.stdin.read().split()\nfor x in data[1:]:\n"
         '    print("YES" if int(x) % {k} == 0 else "NO")\n',
         "import sys\n\ndata = sys.stdin.read().split()\nfor x in data[1:]:\n"

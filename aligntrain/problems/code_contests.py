@@ -36,13 +36,13 @@ Rows [choice]:
 * completion (the SFT target): the data set's first Python 3 solution
   (CodeContests: language 3; Python 2 solutions do not run under Python 3;
   TACO: the first of its list), CRLF made LF, in a ```python fence:
-  ``"```python\\n<program>\\n```\\n"``; "" when the problem has none. A train
-  row needs one (the warm-up's target, the pretraining corpus): problems
-  without are dropped from train (counted) and kept, with completion "", in
-  validation and test, which are graded by their tests alone. The gold
-  programs are not run at load: one that fails its own tests (Python 2 idioms,
-  ``from fractions import gcd``, problems with several right outputs) is not
-  detected.
+  ``"```python\\n<program>\\n```\\n"``; "" when the problem has none. Train and
+  validation rows need one (the warm-up trains on train's and measures its
+  loss on validation's; the pretraining corpus): problems without are dropped
+  from them (counted) and kept, with completion "", in test, which is graded
+  by its tests alone. The gold programs are not run at load: one that fails
+  its own tests (Python 2 idioms, ``from fractions import gcd``, problems with
+  several right outputs) is not detected.
 * answer: the tests as JSON ``[[stdin, stdout], ...]`` (``code.tests_of``):
   CodeContests' public, then private, then the first ``max_generated_tests``
   generated tests; TACO's ``input_output`` pairs (an input or output given as a
@@ -344,24 +344,26 @@ class CodeContestsProblem(SandboxGraded, HubProblem):
         return None
 
     def load_splits(self, splits: Sequence[str] = SPLITS) -> dict[str, list[dict[str, Any]]]:
-        """:meth:`HubProblem.load_splits`, then train keeps the problems with a gold program and
-        ``min_train_tests`` tests (counts logged)."""
+        """:meth:`HubProblem.load_splits`, then train and validation keep the problems with a gold program
+        (their completions are trained on, or their loss measured) and train those with ``min_train_tests``
+        tests (counts logged); test keeps every problem."""
         result = super().load_splits(splits)
-        if "train" in result:
-            train = result["train"]
-            unsolved = sum(not row["completion"] for row in train)
-            kept = [row for row in train if row["completion"] and len(tests_of(row)) >= self.min_train_tests]
-            if len(kept) < len(train):
+        for split in set(result) - {"test"}:
+            minimum = self.min_train_tests if split == "train" else 1
+            before = result[split]
+            result[split] = [row for row in before if row["completion"] and len(tests_of(row)) >= minimum]
+            if len(result[split]) < len(before):
+                unsolved = sum(not row["completion"] for row in before)
                 logger.warning(
-                    "%s train: dropped %d of %d problems: %d without a Python 3 solution, %d with fewer than %d tests",
+                    "%s %s: dropped %d of %d problems: %d without a Python 3 solution, %d with fewer than %d tests",
                     self.name,
-                    len(train) - len(kept),
-                    len(train),
+                    split,
+                    len(before) - len(result[split]),
+                    len(before),
                     unsolved,
-                    len(train) - len(kept) - unsolved,
-                    self.min_train_tests,
+                    len(before) - len(result[split]) - unsolved,
+                    minimum,
                 )
-            result["train"] = kept
         return result
 
     def validate_row(self, row: Mapping[str, Any]) -> None:
