@@ -469,6 +469,59 @@ class DiagnosticsConfig(_Section):
     synthetic: SyntheticConfig = SyntheticConfig()
 
 
+class MonitorConfig(_Section):
+    """Training-time monitor (docs/monitor.md; issue 13's diagnosis): every ``every`` optimizer steps of the
+    warmup and train stages (and at step 0 and at the end), pass@k, mean reward, success per level and
+    per prompt, and the greedy completion's probability on fixed training and validation prompts.
+
+    Off by default: the training stages then run exactly as without it. On, it adds sampling time
+    (about ``2 × prompts × samples`` completions per measurement) but never changes what is trained:
+    sampling runs on a forked RNG, the model's mode is restored, and its seed is the study seed and the step.
+    """
+
+    enabled: bool = Field(
+        False,
+        description="Measure during training and log `monitor/<split>/...` step metrics to MLflow; the stage's "
+        "plots/monitor CSV is then filled (with it off the CSV holds only its header).",
+    )
+    every: StrictInt = Field(
+        50, ge=1, description="Measure every this many optimizer steps (and at step 0 and the end)."
+    )
+    prompts: StrictInt = Field(
+        32,
+        ge=1,
+        description="Prompts per split (training and validation), the same at every step: the first ones of each "
+        "level in the split's order, taken level by level in turn (fewer when the split holds fewer).",
+    )
+    samples: StrictInt = Field(64, ge=1, description="Sampled completions per prompt: the n of the pass@k estimator.")
+    ks: list[StrictInt] = Field(
+        [1, 2, 4, 8, 16, 32, 64],
+        min_length=1,
+        description="Budgets k of pass@k (unbiased estimator from `samples` completions; each k <= samples).",
+    )
+    temperature: Real = Field(
+        1.0, gt=0, description="Sampling temperature (the rollouts stage's, 1.0, for curves comparable to evaluate's)."
+    )
+    top_p: Real = Field(1.0, gt=0, le=1, description="Nucleus sampling mass (the rollouts stage's, 1.0).")
+    max_new_tokens: StrictInt = Field(
+        96, ge=1, description="Generation length cap of the sampled and the greedy completions (rollouts': 96)."
+    )
+    batch_size: StrictInt = Field(512, ge=1, description="Sequences generated together (left padding, KV cache).")
+
+    @field_validator("ks")
+    @classmethod
+    def _budgets_increase(cls, ks: list[int]) -> list[int]:
+        if min(ks) < 1 or ks != sorted(set(ks)):
+            raise ValueError(f"ks must be increasing budgets >= 1, got {ks}")
+        return ks
+
+    @model_validator(mode="after")
+    def _budgets_fit_samples(self) -> MonitorConfig:
+        if max(self.ks) > self.samples:
+            raise ValueError(f"ks go up to {max(self.ks)} but samples is {self.samples}: pass@k needs k <= samples")
+        return self
+
+
 class Params(_Section):
     study: StudyConfig = StudyConfig()
     problem: ProblemConfig = ProblemConfig()
@@ -482,6 +535,9 @@ class Params(_Section):
     evaluate: EvaluateConfig = EvaluateConfig()
     compare: CompareConfig = CompareConfig()
     diagnostics: DiagnosticsConfig = DiagnosticsConfig()
+    monitor: MonitorConfig = Field(
+        MonitorConfig(), description="Training-time monitor of the warmup and train stages (off by default)."
+    )
 
     @field_validator("variants")
     @classmethod

@@ -58,6 +58,15 @@ class StudyPaths:
         """Scaling curve for ``dvc plots``: one row per k."""
         return self.root / "plots" / "curves" / f"{variant}.csv"
 
+    @property
+    def monitor_warmup(self) -> Path:
+        """The warmup stage's training-time monitor (long CSV for ``dvc plots``; header only when off)."""
+        return self.root / "plots" / "monitor" / "warmup.csv"
+
+    def monitor_variant(self, variant: str) -> Path:
+        """train@variant's training-time monitor (a folder apart: the variant ``warmup`` is not the warmup stage)."""
+        return self.root / "plots" / "monitor" / "variants" / f"{variant}.csv"
+
     def stage_metrics(self, stage: str) -> Path:
         return self.root / "metrics" / "stages" / f"{stage}.json"
 

@@ -146,10 +146,15 @@ def _variant_and(section: str) -> Callable[[Params, str | None], dict]:
     return logged
 
 
+def _monitored(params: Params) -> dict:
+    """The monitor's parameters, logged on a training stage's run when it is on."""
+    return {"monitor": params.monitor.model_dump()} if params.monitor.enabled else {}
+
+
 def _train_logged(params: Params, variant: str | None) -> dict:
     spec = params.variant(variant)
     schedule = params.rl if spec.options.kind == "rl" else params.train
-    return {"variant": spec.model_dump(), "schedule": schedule.model_dump() if schedule else {}}
+    return {"variant": spec.model_dump(), "schedule": schedule.model_dump() if schedule else {}, **_monitored(params)}
 
 
 # Library code each kind of stage runs: a change there re-runs the stage.
@@ -163,6 +168,8 @@ _GRADING_CODE = (
     "aligntrain/rewards.py",
     "aligntrain/sandbox",
 )
+# The training-time monitor (aligntrain/training/monitor.py, in _TRAINING_CODE) samples, grades and estimates.
+_MONITOR_CODE = ("aligntrain/rollouts/generate.py", "aligntrain/rollouts/pool.py", "aligntrain/estimators.py")
 
 STAGES: tuple[Stage, ...] = (
     Stage(
@@ -188,11 +195,13 @@ STAGES: tuple[Stage, ...] = (
         "warmup",
         "CE SFT warm-up from the base model (the shared start of all variants).",
         _warmup,
-        lambda p, v: {"warmup": p.warmup.model_dump()},
+        lambda p, v: {"warmup": p.warmup.model_dump(), **_monitored(p)},
         accelerator=True,
-        deps=("data", "models/base", *_TRAINING_CODE),
-        params=("study.seed", "model", "warmup"),
+        deps=("data", "models/base", *_TRAINING_CODE, *_MONITOR_CODE, *_GRADING_CODE),
+        # The monitor samples and grades (problem): read by the stage only when monitor.enabled.
+        params=("study.seed", "model", "problem", "warmup", "monitor"),
         outs=("models/warmup",),
+        plots=("plots/monitor/warmup.csv",),
     ),
     Stage(
         "train",
@@ -207,10 +216,12 @@ STAGES: tuple[Stage, ...] = (
             *_TRAINING_CODE,
             "aligntrain/losses.py",
             "aligntrain/advantages",
+            *_MONITOR_CODE,
             *_GRADING_CODE,
         ),
-        params=("study.seed", "model", "problem", "train", "rl", "variants.{v}"),
+        params=("study.seed", "model", "problem", "train", "rl", "variants.{v}", "monitor"),
         outs=("models/variants/{v}",),
+        plots=("plots/monitor/variants/{v}.csv",),
     ),
     Stage(
         "rollouts",

@@ -9,6 +9,10 @@ train@variant: the variant's objective from the warm-up checkpoint.
 warmup and train load their starting model in ``model.dtype``, with ``model.lora``'s
 adapters when set (merged into the saved model), and render the prompts with the chat
 template when ``model.chat_template`` is set (docs/models.md).
+
+warmup and train write their training-time monitor's table (``plots/monitor/warmup.csv``,
+``plots/monitor/variants/<variant>.csv``; docs/monitor.md): filled when ``monitor.enabled``,
+else the header alone, and nothing else of the run changes (its checkpoint folder included).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from aligntrain.models import (
 from aligntrain.objectives import CrossEntropy, ObjectiveOptions
 from aligntrain.paths import StudyPaths
 from aligntrain.stages.prepare import problem_of
+from aligntrain.training.monitor import MonitorSplit, TrainingMonitor, write_monitor_csv
 from aligntrain.training.sft import train_sft
 
 
@@ -40,6 +45,40 @@ def _checkpoint_dir(paths: StudyPaths, stage: str, *config) -> str:
     # Keyed by the config, so a re-run after a parameter change never resumes a stale run.
     dumped = [c.model_dump() if hasattr(c, "model_dump") else c for c in config]
     return str(paths.checkpoints(f"{stage}-{fingerprint(dumped)}"))
+
+
+def _monitor_key(params: Params) -> list:
+    """The monitor's part of a checkpoint folder's key: nothing when off (the folder of a run without it)."""
+    return [params.monitor] if params.monitor.enabled else []
+
+
+def _monitor(
+    params: Params,
+    tokenizer,
+    csv_path,
+    train: tuple[Sequence[dict], Sequence[dict]],
+    validation: tuple[Sequence[dict], Sequence[dict]] | None,
+) -> list[TrainerCallback]:
+    """The training-time monitor's callback when ``monitor.enabled`` (it writes ``csv_path``), else none.
+
+    ``train``/``validation``: (the problem's rows, the same rows as the policy reads them).
+    """
+    cfg = params.monitor
+    if not cfg.enabled:
+        return []
+    splits = {"train": MonitorSplit.of(*train, cfg.prompts)}
+    if validation is not None:
+        splits["validation"] = MonitorSplit.of(*validation, cfg.prompts)
+    monitor = TrainingMonitor(
+        cfg, problem=problem_of(params), tokenizer=tokenizer, splits=splits, seed=params.study.seed, csv_path=csv_path
+    )
+    return [monitor]
+
+
+def _header_unless_monitored(params: Params, csv_path) -> None:
+    """Without the monitor the stage's plot still exists (a DVC output): its header alone."""
+    if not params.monitor.enabled:
+        write_monitor_csv(None, csv_path)
 
 
 def _fit(
@@ -65,7 +104,15 @@ def _fit(
         rows,
         optim,
         _checkpoint_dir(
-            paths, stage, optim, objective, params.model, params.problem, params.study.seed, init_fingerprint
+            paths,
+            stage,
+            optim,
+            objective,
+            params.model,
+            params.problem,
+            params.study.seed,
+            init_fingerprint,
+            *(_monitor_key(params) if stage != "pretrain" else []),
         ),
         objective=objective,
         eval_rows=eval_rows,
@@ -157,9 +204,11 @@ def warmup(
     val_rows: Sequence[dict],
     callbacks: Sequence[TrainerCallback] = (),
 ) -> dict[str, float]:
-    """CE SFT from ``models/base`` on the training prompts; saves ``models/warmup``."""
+    """CE SFT from ``models/base`` on the training prompts; saves ``models/warmup`` and ``plots/monitor/warmup.csv``."""
     model, tokenizer = _load_for_training(params, paths.base_model)
+    source_train, source_val = train_rows, val_rows
     train_rows, val_rows = _prompts(params, tokenizer, train_rows), _prompts(params, tokenizer, val_rows)
+    monitor = _monitor(params, tokenizer, paths.monitor_warmup, (source_train, train_rows), (source_val, val_rows))
     metrics = _fit(
         "warmup",
         params,
@@ -170,10 +219,11 @@ def warmup(
         params.warmup,
         objective=CrossEntropy(),
         eval_rows=val_rows,
-        callbacks=callbacks,
+        callbacks=[*callbacks, *monitor],
         init_fingerprint=_model_fingerprint(paths.base_model),
         save_to=paths.warmup_model,
     )
+    _header_unless_monitored(params, paths.monitor_warmup)
     return metrics
 
 
@@ -185,15 +235,25 @@ def train_variant(
     val_rows: Sequence[dict],
     callbacks: Sequence[TrainerCallback] = (),
 ) -> dict[str, float]:
-    """The variant's objective from ``models/warmup``; saves ``models/variants/<variant>``."""
+    """The variant's objective from ``models/warmup``; saves ``models/variants/<variant>`` and its monitor's table."""
     objective = params.variant(variant).options
     # A variant that trains nothing is the warm-up model as it is: never wrapped in adapters.
     model, tokenizer = _load_for_training(params, paths.warmup_model, adapters=objective.kind != "none")
     # Rewards grade against the problem's own rows (by id), not the chat-rendered prompts.
+    source_train, source_val = train_rows, val_rows
     source_rows = {row["id"]: row for row in train_rows}
     train_rows, val_rows = _prompts(params, tokenizer, train_rows), _prompts(params, tokenizer, val_rows)
+    csv_path = paths.monitor_variant(variant)
+    if objective.kind != "none":
+        monitored = (source_train, train_rows), (source_val, val_rows)
+        callbacks = [*callbacks, *_monitor(params, tokenizer, csv_path, *monitored)]
     fit = _TRAINERS[objective.kind]
-    return fit(params, paths, variant, objective, model, tokenizer, train_rows, val_rows, callbacks, source_rows)
+    metrics = fit(params, paths, variant, objective, model, tokenizer, train_rows, val_rows, callbacks, source_rows)
+    if objective.kind == "none":
+        write_monitor_csv(None, csv_path)  # nothing trained, nothing measured
+    else:
+        _header_unless_monitored(params, csv_path)
+    return metrics
 
 
 def _no_training(params, paths, variant, objective, model, tokenizer, train_rows, val_rows, callbacks, source_rows):
@@ -254,6 +314,7 @@ def _rl_variant(params, paths, variant, objective, model, tokenizer, train_rows,
         params.problem,
         params.study.seed,
         _model_fingerprint(paths.warmup_model),
+        *_monitor_key(params),
     )
     start = time.perf_counter()
     metrics = train_rl(

@@ -56,7 +56,14 @@ from trl import GRPOConfig, GRPOTrainer
 
 from aligntrain.advantages import MajorityThresholdState, RewardHistory, compute_advantages
 from aligntrain.config import RLConfig
-from aligntrain.training.schedule import AtomicCheckpoints, finish_run, last_checkpoint, run_metrics, schedule_arguments
+from aligntrain.training.schedule import (
+    AtomicCheckpoints,
+    bind_callbacks,
+    finish_run,
+    last_checkpoint,
+    run_metrics,
+    schedule_arguments,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -484,6 +491,7 @@ def train_rl(
         processing_class=tokenizer,
         callbacks=list(callbacks),
     )
+    bind_callbacks(trainer)
     last, last_step = last_checkpoint(checkpoint_dir)
     result = trainer.train(resume_from_checkpoint=last)
     metrics = run_metrics(result, last_step)

@@ -214,6 +214,15 @@ def run_metrics(result, resumed_from_step: int) -> dict[str, float]:
     return metrics
 
 
+def bind_callbacks(trainer) -> None:
+    """Hand the trainer to every callback of it that asks for it (``bind(trainer)``: the training monitor logs
+    through the trainer's log, which a ``TrainerCallback`` otherwise cannot reach)."""
+    for callback in trainer.callback_handler.callbacks:
+        bind = getattr(callback, "bind", None)
+        if callable(bind):
+            bind(trainer)
+
+
 def finish_run(trainer, checkpoint_dir: Path, save_final: Callable[[], None] | None) -> None:
     """Save the final model, then remove the checkpoints, in that order.
 

@@ -36,6 +36,7 @@ from aligntrain.objectives import CrossEntropy, ObjectiveOptions, ScoredBatch
 from aligntrain.rollouts.generate import SamplingConfig, sample_from_token_ids
 from aligntrain.training.schedule import (
     AtomicCheckpoints,
+    bind_callbacks,
     finish_run,
     last_checkpoint,
     run_metrics,
@@ -275,6 +276,7 @@ def train_sft(
         answer_class=answer_class,
         answer_sampling=answer_sampling,
     )
+    bind_callbacks(trainer)
     last, last_step = last_checkpoint(checkpoint_dir)
     result = trainer.train(resume_from_checkpoint=last)
     metrics = run_metrics(result, last_step)
