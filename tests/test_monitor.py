@@ -411,3 +411,31 @@ def test_the_stages_write_their_monitor_tables(tmp_path, tiny_model, arith_rows,
         if trained:
             assert set(table.split) == {"train", "validation"}
     assert not any((tmp_path / "checkpoints").glob("*")), "checkpoints (and the journals in them) are removed"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_cuda_the_numbers_match_and_the_cuda_rng_and_mode_are_restored(tiny_model, arith_rows):
+    model, tokenizer = tiny_model
+    model = model.to("cuda").train()
+    torch.cuda.manual_seed(7)
+    cuda_before, cpu_before = torch.cuda.get_rng_state(), torch.get_rng_state()
+    frame = _monitor(tokenizer, arith_rows).measure_model(model, step=4)
+    assert model.training and model.device.type == "cuda"
+    assert torch.equal(torch.cuda.get_rng_state(), cuda_before) and torch.equal(torch.get_rng_state(), cpu_before)
+    split = _splits(arith_rows)["validation"]
+    sampling = SamplingConfig(max_new_tokens=CONFIG.max_new_tokens)
+    completions = sample_completions(
+        model,
+        tokenizer,
+        list(split.prompts),
+        CONFIG.samples,
+        sampling,
+        batch_size=64,
+        seed=monitor_seed(0, 4, "validation"),
+    )
+    correct = np.zeros(len(split.rows), dtype=int)
+    for c in completions:
+        correct[c.prompt_index] += DigitProblem().grade(c.text, None).correct
+    curve = pass_at_k_curve(CONFIG.samples, correct, KS).mean(axis=0)
+    rows = frame[(frame.split == "validation") & (frame.level == "all") & (frame.prompt_id == "all")]
+    assert [rows[rows.metric == f"pass_at_{k}"].value.item() for k in KS] == pytest.approx(curve.tolist())
