@@ -72,6 +72,28 @@ def test_stand_in_data_has_the_hub_schemas_and_no_unknown_characters(standins):
         assert tokenizer.unk_token_id not in tokenizer(text)["input_ids"], text
 
 
+def test_the_contest_stand_ins_are_read_by_code_contests_in_the_tokenizers_alphabet(standins):
+    """CodeContests and TACO stand-ins beside the others; every prompt and gold completion tokenizes without <unk>."""
+    from transformers import AutoTokenizer
+
+    from aligntrain.problems import PROBLEMS
+
+    problem = PROBLEMS.parse(
+        "code_contests",
+        {
+            "train": {"parquet": [str(standins["code_contests_train"])]},
+            "validation": {"parquet": [str(standins["code_contests_valid"])]},
+            "test": {"parquet": [str(standins["taco_test"])], "format": "TACO"},
+        },
+    )
+    splits = problem.load_splits()
+    assert {split: len(rows) for split, rows in splits.items()} == {"train": 15, "validation": 8, "test": 8}
+    tokenizer = AutoTokenizer.from_pretrained(standins["llama"])
+    for row in [row for rows in splits.values() for row in rows]:
+        for text in (row["prompt"], row["completion"]):
+            assert tokenizer.unk_token_id not in tokenizer(text)["input_ids"], text
+
+
 def test_the_math_problem_reads_the_stand_in_data_and_grades_its_gold(standins):
     from aligntrain.problems import PROBLEMS
 
@@ -255,3 +277,27 @@ def test_cat_protein_bon_runs_end_to_end_on_stand_ins(tmp_path):
         assert config["architectures"] == ["GPT2LMHeadModel"], variant
     summary = (study / "diagnoses" / "oracle_gradient" / "summary.csv").read_text()
     assert "cat_best_of_n" in summary, "the oracle gradient scored the GPT-2 block"
+
+
+@pytest.mark.slow
+def test_tang_codecontests_runs_end_to_end_on_stand_ins(tmp_path):
+    """pipelines/tang_codecontests: a tiny Llama with a chat template on CodeContests-schema problems, RL with RLOO
+    and Tang et al.'s LOO pass@k rules in groups of k = 8, every completion graded by running its program in the
+    sandbox; pass@k of 16 samples."""
+    dest = tmp_path / "run"
+    _run_standin("tang_codecontests", dest)
+    study = dest / "pipelines" / "tang_codecontests"
+    params = _check_every_variant_was_evaluated(study)
+    assert params["study"]["run"] == ["warmup", "rloo", "loo_pass_at_k", "loo_pass_at_k_biased"]
+    assert params["rl"]["num_generations"] == 8 and params["rollouts"]["top_p"] == 0.95
+    for variant in params["study"]["run"]:
+        pool = pq.read_table(study / "pools" / f"{variant}.parquet")
+        assert all(r == r for r in pool.column("reward").to_pylist()), "every program graded in the sandbox"
+        if variant != "warmup":
+            config = json.loads((study / "models" / "variants" / variant / "config.json").read_text())
+            assert config["architectures"] == ["LlamaForCausalLM"], variant
+    test = pq.read_table(study / "data" / "test.parquet").to_pylist()
+    assert all(row["id"].startswith("code_contests-cc-") and row["completion"].startswith("```python") for row in test)
+    report = (study / "reports" / "index.md").read_text()
+    for variant in ("rloo", "loo_pass_at_k", "loo_pass_at_k_biased"):
+        assert f"| `{variant}` | rl | " in report, variant
