@@ -20,6 +20,7 @@ import contextlib
 import logging
 import math
 import os
+import re
 import subprocess
 import urllib.parse
 from collections.abc import Iterator, Mapping
@@ -110,10 +111,14 @@ def check_tracking_server(root: Path = Path("."), timeout_s: float = 5.0) -> Non
     MLflow's own client retries an unreachable server for minutes; a stage should not
     train for an hour and then lose its metrics, nor wait five minutes to say so.
     """
+    check_tracking_server_uri(tracking_uri(root), timeout_s)
+
+
+def check_tracking_server_uri(uri: str, timeout_s: float = 5.0) -> None:
+    """:func:`check_tracking_server` for a given URI: ConnectionError when an HTTP server does not answer."""
     import urllib.error
     import urllib.request
 
-    uri = tracking_uri(root)
     if not uri.startswith(("http://", "https://")):
         return
     try:
@@ -192,29 +197,51 @@ def flatten(payload: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def metric_key(key: str) -> str:
+    """``key`` as MLflow accepts it: alphanumerics, ``_ - . : /`` and space; ``@`` reads ``_at_``, others ``_``.
+
+    Keys come from libraries too (TRL names a reward metric after its function: a
+    lambda gives ``rewards/<lambda>/mean``); one refused key would fail the whole batch.
+    """
+    return re.sub(r"[^\w\-.:/ ]", "_", key.replace("@", "_at_"), flags=re.ASCII)
+
+
 def _numeric(metrics: Mapping[str, Any]) -> dict[str, float]:
     out = {}
     for key, value in flatten(metrics).items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             continue
-        out[key.replace("@", "_at_")] = float(value)  # MLflow keys: alphanumerics, _ - . / and space
+        out[metric_key(key)] = float(value)
     return out
 
 
 class StageRun:
     """Handle of an active child run: what stages log through.
 
-    Logging never costs the stage its work: the first failure (the tracking server
-    went away mid-training) is reported once as a warning, and from then on the run's
-    metrics and artifacts are dropped while the stage goes on to save its outputs.
-    The run is driven through ``MlflowClient`` by id (no fluent "active run"), so
-    nothing waits on a dead server at exit either.
+    Logging never costs the stage its work. A failed call is followed by a look at the
+    server (``/health``, 5 s): when it still answers, the failure was transient (a
+    request timed out on a loaded server) and logging goes on; when it does not (the
+    tracking server went away mid-training), one warning says so and from then on the
+    run's metrics and artifacts are dropped while the stage goes on to save its
+    outputs. ``end`` is tried whenever the server answers, so a stage that finished is
+    never left RUNNING (the study's end would close it as KILLED). The run is driven
+    through ``MlflowClient`` by id (no fluent "active run"), so nothing waits on a dead
+    server at exit either.
     """
 
     def __init__(self, client, run_id: str):
         self._client = client
         self.run_id = run_id
         self.failed = False
+        self.transient_failures = 0
+
+    def _server_answers(self) -> bool:
+        """Whether the tracking server answers its health check (a local store always does)."""
+        try:
+            check_tracking_server_uri(self._client.tracking_uri, timeout_s=5.0)
+        except ConnectionError:
+            return False
+        return True
 
     def _safely(self, what: str, call, *args, **kwargs) -> None:
         if self.failed:
@@ -222,6 +249,17 @@ class StageRun:
         try:
             call(*args, **kwargs)
         except Exception as err:  # noqa: BLE001  (any client or server error: the stage goes on)
+            if self._server_answers():
+                self.transient_failures += 1
+                if self.transient_failures > 3:  # counted, no longer reported one by one
+                    return
+                logger.warning(
+                    "MLflow %s failed on %s (%s); the server answers: logging goes on",
+                    what,
+                    self._client.tracking_uri,
+                    err,
+                )
+                return
             self.failed = True
             logger.warning(
                 "MLflow %s failed on %s (%s); the stage goes on without logging to it",
@@ -257,6 +295,9 @@ class StageRun:
             self._safely("log_artifact", self._client.log_artifact, self.run_id, str(path), artifact_path)
 
     def end(self, status: str) -> None:
+        if self.failed and not self._server_answers():
+            return  # the server is gone: the study's end closes the run
+        self.failed = False  # one more try: a run left RUNNING would be closed as KILLED
         self._safely("end_run", self._client.set_terminated, self.run_id, status)
 
     def trainer_callback(self):

@@ -105,6 +105,10 @@ def test_mlflow_runs(smoke_study):
     }
     assert names == expected
     assert {r.data.tags["mlflow.parentRunId"] for r in children} == {parents[0].info.run_id}
+    unfinished = {r.info.run_name: r.info.status for r in children if r.info.status != "FINISHED"}
+    assert not unfinished, f"every stage ends its run: {unfinished}"
+    rl = next(r for r in children if r.info.run_name == "train@grpo")
+    assert "rewards/arith/mean" in rl.data.metrics, "TRL's reward metric, named after the problem"
     train = next(r for r in children if r.info.run_name == "train@pass_at_n")
     assert train.data.params["variant.budget"] == "4"
     history = mlflow.MlflowClient().get_metric_history(train.info.run_id, "strategy_weight")

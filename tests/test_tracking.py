@@ -122,6 +122,48 @@ def test_a_tracking_server_lost_mid_stage_costs_no_work(tmp_path, monkeypatch, c
             os.killpg(server.pid, signal.SIGKILL)
 
 
+def test_library_metric_names_mlflow_refuses_are_renamed_not_lost(store, tmp_path):
+    """TRL names a reward metric after its function; a lambda's ``rewards/<lambda>/mean`` failed the whole batch.
+
+    That failure used to disable the run's logging, end_run included: the RL stage's run stayed
+    RUNNING and the study's end closed it as KILLED (the agents test caught it).
+    """
+    with tracking.stage_run(study="s", experiment="exp", stage="train", variant="rl", params={}, root=tmp_path) as run:
+        run.log_metrics({"rewards/<lambda>/mean": 0.5, "loss": 1.0, "eval": {"pass@1": 0.25}}, step=1)
+    assert not run.failed and run.transient_failures == 0
+    (child,) = _runs("tags.`aligntrain.role` = 'stage'")
+    assert child.info.status == "FINISHED"
+    assert child.data.metrics == {"rewards/_lambda_/mean": 0.5, "loss": 1.0, "eval.pass_at_1": 0.25}
+
+
+def test_a_transient_logging_failure_does_not_stop_logging_nor_leave_the_run_running(store, tmp_path, caplog):
+    """A request that fails while the store still answers (a loaded server timing out) loses that call only.
+
+    Before, the first failure dropped every later call, end_run included: the run stayed
+    RUNNING and the study's end closed it as KILLED although the stage had finished.
+    """
+    with tracking.stage_run(study="s", experiment="exp", stage="train", variant="ce", params={}, root=tmp_path) as run:
+        real = run._client.log_batch
+        calls = {"n": 0}
+
+        def flaky(*args, **kwargs):
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise TimeoutError("read timed out")
+            return real(*args, **kwargs)
+
+        run._client.log_batch = flaky
+        with caplog.at_level("WARNING"):
+            for step in (1, 2, 3):
+                run.log_metrics({"loss": float(step)}, step=step)
+    assert not run.failed and run.transient_failures == 1
+    assert "the server answers: logging goes on" in caplog.text
+    (child,) = _runs("tags.`aligntrain.role` = 'stage'")
+    assert child.info.status == "FINISHED"
+    history = mlflow.MlflowClient().get_metric_history(child.info.run_id, "loss")
+    assert [m.step for m in history] == [2, 3]
+
+
 def test_a_copied_study_logs_its_artifacts_into_its_own_mlruns(tmp_path, monkeypatch, caplog):
     """cp -r study study2; cd study2; a stage: its artifacts land in study2/mlruns, nothing new in study/."""
     import shutil

@@ -336,9 +336,20 @@ def _rl_variant(params, paths, variant, objective, model, tokenizer, train_rows,
 
 def _rewards(problem, source_rows) -> dict:
     """train_rl's reward argument: per sample (a verifier, hydro's formulas) or per batch (a reward model)."""
+    # Named after the problem: TRL logs each reward function as rewards/<its __name__>/mean.
     if problem.batched_rewards:
-        return {"grade_batch": lambda texts, rows: problem.grade_batch(texts, [source_rows[r["id"]] for r in rows])}
-    return {"reward_fn": lambda text, row: problem.reward(text, source_rows[row["id"]])}
+
+        def grade_batch(texts, rows):
+            return problem.grade_batch(texts, [source_rows[r["id"]] for r in rows])
+
+        grade_batch.__name__ = problem.name
+        return {"grade_batch": grade_batch}
+
+    def reward(text, row):
+        return problem.reward(text, source_rows[row["id"]])
+
+    reward.__name__ = problem.name
+    return {"reward_fn": reward}
 
 
 # objective kind -> how a variant of that kind is trained
