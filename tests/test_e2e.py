@@ -207,7 +207,7 @@ def test_ctrl_c_ends_a_study_in_seconds_leaves_no_process_and_the_rerun_resumes(
     # Long enough that the first checkpoint comes well before training ends: the SIGINT must land
     # in training (on loaded cores, 400 steps ended before the poll saw a checkpoint, and the
     # signal hit the flow between stages).
-    raw["train"].update(steps=4000, checkpoint_every=4)
+    raw["train"].update(steps=1500, checkpoint_every=4)
     profile = scratch / "profile.yaml"
     profile.write_text(yaml.safe_dump(raw, sort_keys=False))
     study = scratch / "study"
