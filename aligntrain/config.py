@@ -256,6 +256,13 @@ class RLSettings(OptimConfig):
     temperature: Real = Field(1.0, gt=0, description="Sampling temperature of the training rollouts.")
     max_completion_length: StrictInt = Field(64, ge=1, description="Longest training rollout, in tokens.")
     beta: Real = Field(0.0, ge=0, description="KL coefficient to the warm-up policy (0: no reference model).")
+    prompt_split: Literal["train", "test"] = Field(
+        "train",
+        description="Split whose prompts RL trains on. 'train': the training split, and the study's pass@k on the test "
+        "split measures transfer to held-out prompts. 'test': the prompts the study evaluates on, a fixed set visited "
+        "steps x batch_size / (num_generations x test_size) times, so pass@k measures what RL did on its own prompts "
+        "(Tang et al.'s training-set curves, their Fig. 2); SFT variants still train on the training split.",
+    )
     vllm: Literal["off", "colocate", "server"] = Field(
         "off",
         description="Training rollouts by vLLM through TRL (GPU environment): 'colocate' shares the training GPU, "

@@ -93,7 +93,9 @@ def _warmup(params: Params, paths: StudyPaths, variant: str | None, run) -> dict
 def _train(params: Params, paths: StudyPaths, variant: str | None, run) -> dict:
     from aligntrain.stages import prepare, training
 
-    train, val = prepare.read_split(params, paths, "train"), prepare.read_split(params, paths, "validation")
+    # RL may train on the prompts it is evaluated on (rl.prompt_split); SFT always on the training split.
+    split = params.rl.prompt_split if params.variant(variant).options.kind == "rl" else "train"
+    train, val = prepare.read_split(params, paths, split), prepare.read_split(params, paths, "validation")
     return training.train_variant(params, paths, variant, train, val, callbacks=[run.trainer_callback()])
 
 

@@ -100,3 +100,41 @@ def test_a_prompt_longer_than_the_context_is_named_before_sampling(tiny_model, a
     rows[1]["prompt"] = "Q: " + "1+" * 5000 + "1=?\nA: "
     with pytest.raises(ValueError, match=rf"row {rows[1]['id']!r}.*context of 128 tokens.*max_new_tokens = 32"):
         check_prompt_lengths(rows, tokenizer, context=128, max_new_tokens=32)
+
+
+@pytest.mark.parametrize(
+    ("prompt_split", "variant", "reads"),
+    [
+        ("test", "grpo", "test"),
+        ("train", "grpo", "train"),
+        ("test", "pass_at_n", "train"),  # SFT always trains on the training split
+    ],
+)
+def test_rl_trains_on_the_split_rl_prompt_split_names(tmp_path, arith_rows, monkeypatch, prompt_split, variant, reads):
+    """rl.prompt_split=test: the RL stage trains on the prompts the study evaluates on (Tang et al.'s training-set
+    curves); the stage reads exactly that split's rows, and SFT variants are unaffected."""
+    from aligntrain import pipeline
+
+    params, paths = _prepared(tmp_path, arith_rows)
+    params = params.model_copy(update={"rl": params.rl.model_copy(update={"prompt_split": prompt_split})})
+    seen = {}
+
+    def fake_train_variant(params, paths, variant, train_rows, val_rows, callbacks=()):
+        seen["ids"] = [r["id"] for r in train_rows]
+        return {}
+
+    class _Run:
+        def trainer_callback(self):
+            return None
+
+    monkeypatch.setattr(training, "train_variant", fake_train_variant)
+    pipeline.get_stage("train").run(params, paths, variant, _Run())
+    assert seen["ids"] == [r["id"] for r in arith_rows[reads]]
+    assert not set(seen["ids"]) & {r["id"] for r in arith_rows["train" if reads == "test" else "test"]}
+
+
+def test_rl_prompt_split_is_a_known_split():
+    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
+    raw["rl"]["prompt_split"] = "validation"
+    with pytest.raises(ValueError, match=r"rl\.prompt_split"):
+        parse_params(raw)
