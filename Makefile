@@ -6,7 +6,7 @@ export PATH := $(BIN):$(PATH)
 export HF_HUB_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
 
-.PHONY: venv study study-plain pipelines smoke test bench clean prefect-server mlflow-server pools deploy worker submit
+.PHONY: venv study study-plain pipelines smoke lint test test-fast bench clean prefect-server mlflow-server pools deploy worker submit
 
 # torch goes in first, pinned: the CPU wheel. Letting pip choose a torch for
 # transformers/trl would pull the newest CUDA build (gigabytes) on a CPU machine.
@@ -107,11 +107,20 @@ worker: venv                  ## a worker of POOL in this checkout; one stage at
 submit: venv                  ## the committed study on the agents; ends with `dvc repro --pull` here
 	python flows/study.py --study $(STUDY) --agents --gpu-pool gpu --concurrency 4
 
-# The linter and formatter first (seconds), then the tests.
-test: venv
+# The linter and formatter first (seconds), then the tests. `make test` runs every test (the
+# README's test command; CI runs it); `make test-fast` leaves out the end-to-end runs marked slow,
+# for the edit loop. Both print the 30 slowest tests, so every run shows where its time goes.
+PYTEST := $(BIN)/python -m pytest -q --durations=30
+
+lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest -q
+
+test: lint
+	$(PYTEST)
+
+test-fast: lint
+	$(PYTEST) -m "not slow"
 
 bench: venv
 	$(BIN)/python benchmarks/bench_estimators.py

@@ -30,6 +30,7 @@ os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
 
 from aligntrain import pipeline  # noqa: E402  (after the environment above)
+from aligntrain.errors import StageError  # noqa: E402
 
 app = typer.Typer(help="aligntrain: strategy-aware training pipeline stages.", no_args_is_help=True)
 
@@ -75,6 +76,16 @@ def run_stage(stage: pipeline.Stage, params_file: str, root: str, variant: str |
         torch.set_num_threads(params.study.torch_threads)
     root_ = Path(root)
     paths = StudyPaths(root_)
+    try:
+        return _run_tracked(stage, params, paths, root_, variant)
+    except StageError as err:
+        _fail(f"{stage.name}: {err}")
+
+
+def _run_tracked(stage: pipeline.Stage, params, paths, root_: Path, variant: str | None) -> dict:
+    """The stage in its MLflow child run (closed FAILED when the stage raises)."""
+    from aligntrain import tracking
+
     with tracking.stage_run(
         study=params.study.name,
         experiment=params.study.experiment,

@@ -607,6 +607,14 @@ class Params(_Section):
                     f"rl.batch_size ({self.rl.batch_size}) must be a multiple of rl.num_generations "
                     f"({self.rl.num_generations}): each step holds whole groups"
                 )
+            prompts = self.problem.test_size if self.rl.prompt_split == "test" else self.problem.train_size
+            if self.rl.batch_size // self.rl.num_generations > prompts:
+                # TRL's sampler draws whole batches of distinct prompts: it would end the run at step 0.
+                raise ValueError(
+                    f"rl.batch_size ({self.rl.batch_size}) asks for {self.rl.batch_size // self.rl.num_generations} "
+                    f"prompts a step (batch_size / num_generations), more than the {prompts} of problem."
+                    f"{'test_size' if self.rl.prompt_split == 'test' else 'train_size'}"
+                )
             try:
                 rule = self.rl_config(name).rule
                 rule.check_fits(binary_rewards=problem.binary_rewards)

@@ -510,6 +510,43 @@ def write_standins(folder: str | Path, *, train_size: int = 256, test_size: int 
     return paths
 
 
+# The `micro` size (`scripts/run_standin.py --micro`): laid over a stand-in study so that it checks the
+# wiring, not the learning, in about a minute. Every stage still runs, with the study's own model
+# family, data schemas, objectives and rules; only the step counts and the diagnostics' own
+# sampling shrink. Group sizes, budgets and pool sizes stay the stand-in's: they are what the
+# stages' shapes depend on.
+MICRO: dict[str, Any] = {
+    "pretrain": {"steps": 2, "checkpoint_every": 1, "log_every": 1},
+    "warmup": {"steps": 2, "checkpoint_every": 1, "log_every": 1},
+    "train": {"steps": 2, "checkpoint_every": 1, "log_every": 1},
+    "rl": {"steps": 2, "checkpoint_every": 1, "log_every": 1},
+    "evaluate": {"bootstrap_resamples": 20},
+    "diagnostics": {
+        "oracle": {"prompts": 2, "seeds": 1},
+        "synthetic": {"bandit_steps": 10, "bandit_seeds": 2, "tea_group_sizes": [16], "tea_repetitions": 50},
+    },
+}
+
+
+def restrict_run(params: Mapping[str, Any], run: list[str]) -> dict[str, Any]:
+    """``params`` with ``study.run`` set to ``run``.
+
+    ``compare.baseline`` and ``diagnostics.oracle.variant`` must name variants of the run; where
+    ``run`` leaves theirs out, they become its first variant.
+    """
+    if not run:
+        raise ValueError("study.run: give at least one variant")
+    unknown = [name for name in run if name not in params.get("variants", {})]
+    if unknown:
+        raise ValueError(f"study.run: {unknown} not in the catalog {sorted(params.get('variants', {}))}")
+    restricted = overlay(params, {"study": {"run": list(run)}})
+    if restricted.get("compare", {}).get("baseline", "ce") not in run:
+        restricted = overlay(restricted, {"compare": {"baseline": run[0]}})
+    if restricted.get("diagnostics", {}).get("oracle", {}).get("variant", "warmup") not in run:
+        restricted = overlay(restricted, {"diagnostics": {"oracle": {"variant": run[0]}}})
+    return restricted
+
+
 def overlay(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
     """``base`` with ``override`` laid over it: mappings merge key by key, anything else is replaced."""
     merged = copy.deepcopy(dict(base))

@@ -8,6 +8,13 @@ models and data are written to ./standins (aligntrain.standins.write_standins), 
 generated for the merged parameters, and ``dvc repro pipelines/<study>/dvc.yaml`` runs every
 stage in the pipeline's folder, as on a GPU machine (``--flow``: the study flow runs them, two at
 a time, as ``flows/study.py --study pipelines/<study>``). Exit status: DVC's (the flow's).
+
+``--micro`` lays :data:`aligntrain.standins.MICRO` over the stand-in sizes (training of two steps,
+the diagnostics' own sampling cut down): the wiring check of the tests, about a minute a study.
+``--run a,b`` runs those variants of the catalog only.
+
+DEST is emptied first only when it is a folder this script made (it holds ``.aligntrain-scratch``)
+or is empty; anything else is refused, and nothing is deleted.
 """
 
 from __future__ import annotations
@@ -25,7 +32,24 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from aligntrain.standins import overlay, write_standins  # noqa: E402
+from aligntrain.standins import MICRO, overlay, restrict_run, write_standins  # noqa: E402
+
+SCRATCH_MARK = ".aligntrain-scratch"  # in every DEST this script made: the only folders it empties
+
+
+def fresh_destination(dest: Path) -> None:
+    """Empty ``dest`` if this script made it, create it if it is missing; refuse anything else."""
+    if dest.exists() and not dest.is_dir():
+        raise SystemExit(f"error: {dest} exists and is not a folder; nothing was changed")
+    if dest.is_dir() and any(dest.iterdir()):
+        if not (dest / SCRATCH_MARK).is_file():
+            raise SystemExit(
+                f"error: {dest} holds files that scripts/run_standin.py did not write (no {SCRATCH_MARK}); "
+                "give a new or empty folder. Nothing was deleted."
+            )
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / SCRATCH_MARK).write_text("made by scripts/run_standin.py: emptied by its next run\n")
 
 
 def copy_checkout(source: Path, dest: Path) -> None:
@@ -43,25 +67,35 @@ def copy_checkout(source: Path, dest: Path) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("study", help="the study's folder, e.g. pipelines/cat_math_sft (holds standin.yaml)")
-    parser.add_argument("dest", help="scratch folder (emptied first)")
+    parser.add_argument("dest", help="scratch folder: new, empty, or made by an earlier run of this script")
     parser.add_argument(
         "--flow", action="store_true", help="run through the study flow (flows/study.py --study), 2 stages at a time"
     )
+    parser.add_argument("--micro", action="store_true", help="the micro size (aligntrain.standins.MICRO)")
+    parser.add_argument("--run", default="", help="comma-separated variants to run (default: the study's)")
     args = parser.parse_args()
     study = Path(args.study).resolve().relative_to(ROOT)
     if not (ROOT / study / "standin.yaml").is_file():
         parser.error(f"{study}/standin.yaml: no stand-in override for this study")
+    source = ROOT / study
+    params = overlay(
+        yaml.safe_load((source / "params.yaml").read_text()), yaml.safe_load((source / "standin.yaml").read_text())
+    )
+    laid = "standin.yaml"
+    if args.micro:
+        params, laid = overlay(params, MICRO), laid + " and the micro size"
+    if args.run:
+        try:
+            params = restrict_run(params, args.run.split(","))
+        except ValueError as err:
+            parser.error(f"--run: {err}")
     dest = Path(args.dest).resolve()
-    shutil.rmtree(dest, ignore_errors=True)
-    dest.mkdir(parents=True)
+    fresh_destination(dest)
     copy_checkout(ROOT, dest)
 
     folder = dest / study
-    params = overlay(
-        yaml.safe_load((folder / "params.yaml").read_text()), yaml.safe_load((folder / "standin.yaml").read_text())
-    )
     (folder / "params.yaml").write_text(
-        f"# {study}/params.yaml with {study}/standin.yaml laid over it (scripts/run_standin.py)\n"
+        f"# {study}/params.yaml with {laid} laid over it (scripts/run_standin.py)\n"
         + yaml.safe_dump(params, sort_keys=False)
     )
     write_standins(folder / "standins")

@@ -66,6 +66,15 @@ def test_study_run_selects_from_the_catalog():
         (lambda r: r["model"].update(hidden_size=130), "hidden_size"),
         (lambda r: r["problem"].update(typo_key=1), "problem.typo_key"),
         (lambda r: r["rl"].update(batch_size=30), "rl.batch_size (30) must be a multiple of rl.num_generations"),
+        (
+            lambda r: r["rl"].update(batch_size=400_000_000),
+            f"rl.batch_size (400000000) asks for {400_000_000 // RAW['rl']['num_generations']} prompts a step "
+            f"(batch_size / num_generations), more than the {RAW['problem']['train_size']} of problem.train_size",
+        ),
+        (
+            lambda r: (r["rl"].update(batch_size=8 * 201, prompt_split="test"), r["problem"].update(test_size=200)),
+            "asks for 201 prompts a step (batch_size / num_generations), more than the 200 of problem.test_size",
+        ),
     ],
 )
 def test_invalid_parameters_name_the_key(edit, key):

@@ -3,7 +3,9 @@
 The reference (`plain_smoke_study`, tests/conftest.py) runs the real chain without
 Prefect: DVC stages calling the `aligntrain` command line, MLflow into the copy's
 SQLite store. The tests check its outputs, MLflow runs and DVC's view of what a
-change invalidates; then the local study flow must give the same files.
+change invalidates. Then one run of the local study flow is stopped by Ctrl-C during
+pretraining and run again: it must stop in seconds, leave no process, resume from the
+checkpoint, and end with the files of the uninterrupted plain run.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
-pytestmark = pytest.mark.slow
+# One group: on the same worker when the slow tests run on two (make test), sharing the plain smoke reference.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("smoke")]
 
 
 def _run(cmd: list[str], cwd: Path, scratch: Path, timeout: int = 900) -> subprocess.CompletedProcess:
@@ -147,67 +150,18 @@ def test_dvc_knows_what_a_change_invalidates(smoke_study):
 
 
 @pytest.fixture(scope="module")
-def flow_study(tmp_path_factory) -> tuple[Path, str]:
-    """Two variants of the smoke profile through flows/study.py, two stages at a time."""
-    scratch = tmp_path_factory.mktemp("flow")
-    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
-    raw["study"]["run"] = ["warmup", "ce"]
-    profile = scratch / "profile.yaml"
-    profile.write_text(yaml.safe_dump(raw, sort_keys=False))
-    study = scratch / "study"
-    out = _run([str(ROOT / "scripts" / "run_profile.sh"), str(profile), str(study)], cwd=ROOT, scratch=scratch)
-    return study, out.stdout + out.stderr
-
-
-def test_flow_gives_the_files_of_a_plain_repro(flow_study, smoke_study):
-    study, log = flow_study
-    assert "in the checkout at the end: compare, report" in log
-    assert "the final reproduction computed" not in log, "every stage restored from the run-cache, none recomputed"
-    for variant in ("warmup", "ce"):
-        for name in (f"metrics/{variant}.json", f"plots/curves/{variant}.csv", f"metrics/diagnostics/{variant}.json"):
-            assert (study / name).read_bytes() == (smoke_study / name).read_bytes(), name
-    lock = yaml.safe_load((study / "dvc.lock").read_text())["stages"]
-    reference = yaml.safe_load((smoke_study / "dvc.lock").read_text())["stages"]
-    for stage in ("prepare", "pretrain", "warmup", "train@ce", "rollouts@ce", "evaluate@ce", "synthetic"):
-        assert lock[stage] == reference[stage], stage
-    status = _run([str(BIN / "dvc"), "status", "dvc.yaml", "--json"], cwd=study, scratch=study.parent)
-    assert json.loads(status.stdout or "{}") == {}
-    assert not list((study / "build" / "workspaces").glob("*/*")), "workspaces are removed after success"
-
-
-def test_flow_logs_one_finished_parent_and_a_second_run_does_nothing(flow_study):
-    import mlflow
-
-    study, _ = flow_study
-    mlflow.set_tracking_uri(f"sqlite:///{study / 'mlflow.db'}")
-    runs = mlflow.search_runs(experiment_names=["aligntrain-smoke"], output_format="list")
-    parents = [r for r in runs if r.data.tags.get("aligntrain.role") == "study"]
-    children = [r for r in runs if r.data.tags.get("aligntrain.role") == "stage"]
-    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
-    assert len(children) == 7 + 4 * 2 and {r.data.tags["mlflow.parentRunId"] for r in children} == {
-        parents[0].info.run_id
-    }
-    again = _run([sys.executable, "flows/study.py"], cwd=study, scratch=study.parent)
-    assert "0 of 15 stages to run" in again.stdout + again.stderr
-    assert len(mlflow.search_runs(experiment_names=["aligntrain-smoke"], output_format="list")) == len(runs)
-
-
-def test_ctrl_c_ends_a_study_in_seconds_leaves_no_process_and_the_rerun_resumes(tmp_path_factory):
-    """SIGINT to the terminal's process group during training, as Ctrl-C sends it."""
+def flow_study(tmp_path_factory) -> dict:
+    """The smoke profile's `ce` through flows/study.py, two stages at a time: Ctrl-C during pretraining,
+    then the same command again, to the end. SIGINT goes to the terminal's process group, as Ctrl-C sends it."""
     import signal
     import time
 
-    import mlflow
     import psutil
 
-    scratch = tmp_path_factory.mktemp("ctrl_c")
+    scratch = tmp_path_factory.mktemp("flow")
     raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
     raw["study"]["run"] = ["ce"]
     raw["diagnostics"]["oracle"]["variant"] = "ce"
-    # Long enough that the first checkpoint comes well before training ends: the SIGINT must land
-    # in training (on loaded cores, 400 steps ended before the poll saw a checkpoint, and the
-    # signal hit the flow between stages).
-    raw["train"].update(steps=1500, checkpoint_every=4)
     profile = scratch / "profile.yaml"
     profile.write_text(yaml.safe_dump(raw, sort_keys=False))
     study = scratch / "study"
@@ -222,17 +176,22 @@ def test_ctrl_c_ends_a_study_in_seconds_leaves_no_process_and_the_rerun_resumes(
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    # profiles/smoke.yaml pretrains 200 steps with a checkpoint every 10: seconds of training are
+    # left when the first checkpoint appears, so the signal lands in the stage.
     deadline = time.monotonic() + 600
-    while not list((study / "checkpoints").glob("train-ce-*/checkpoint-*/trainer_state.json")):
+    while not list((study / "checkpoints").glob("pretrain-*/checkpoint-*/trainer_state.json")):
         assert run.poll() is None and time.monotonic() < deadline, (scratch / "first.log").read_text()[-3000:]
-        time.sleep(0.2)
+        time.sleep(0.1)
     start = time.monotonic()
     os.killpg(run.pid, signal.SIGINT)
     run.wait(timeout=120)
-    assert time.monotonic() - start < 30, f"Ctrl-C took {time.monotonic() - start:.0f} s"
+    stop_seconds = time.monotonic() - start
     time.sleep(1)
-    with pytest.raises(ProcessLookupError):
-        os.killpg(run.pid, 0)  # nothing left in the group
+    try:
+        os.killpg(run.pid, 0)
+        group_left = True
+    except ProcessLookupError:
+        group_left = False
     leftovers = []
     for proc in psutil.process_iter():
         try:
@@ -240,15 +199,66 @@ def test_ctrl_c_ends_a_study_in_seconds_leaves_no_process_and_the_rerun_resumes(
                 leftovers.append(proc.cmdline())
         except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
             pass
-    assert not leftovers, f"orphaned processes: {leftovers}"
-
     again = _run([sys.executable, "flows/study.py"], cwd=study, scratch=scratch)
-    assert "train@ce" in again.stdout + again.stderr
+    return {
+        "study": study,
+        "scratch": scratch,
+        "first_log": (scratch / "first.log").read_text(),
+        "log": again.stdout + again.stderr,
+        "stop_seconds": stop_seconds,
+        "group_left": group_left,
+        "leftovers": leftovers,
+    }
+
+
+def test_ctrl_c_ends_the_study_in_seconds_and_leaves_no_process(flow_study):
+    assert flow_study["stop_seconds"] < 30, f"Ctrl-C took {flow_study['stop_seconds']:.0f} s"
+    assert not flow_study["group_left"], "something is left in the terminal's process group"
+    assert not flow_study["leftovers"], f"orphaned processes: {flow_study['leftovers']}"
+
+
+def test_the_rerun_resumes_pretraining_and_closes_the_stopped_run(flow_study):
+    import mlflow
+
+    study, log = flow_study["study"], flow_study["log"]
+    assert "pretrain" in log
     mlflow.set_tracking_uri(f"sqlite:///{study / 'mlflow.db'}")
     runs = mlflow.search_runs(experiment_names=["aligntrain-smoke"], output_format="list")
     parents = sorted(
         (r for r in runs if r.data.tags.get("aligntrain.role") == "study"), key=lambda r: r.info.start_time
     )
     assert [p.info.status for p in parents] == ["KILLED", "FINISHED"]
-    trains = [r for r in runs if r.info.run_name == "train@ce" and r.info.status == "FINISHED"]
-    assert len(trains) == 1 and trains[0].data.metrics["resumed_from_step"] >= 4, "the re-run resumed"
+    pretrains = [r for r in runs if r.info.run_name == "pretrain" and r.info.status == "FINISHED"]
+    assert len(pretrains) == 1 and pretrains[0].data.metrics["resumed_from_step"] >= 10, "the re-run resumed"
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[1].info.run_id]
+    assert {r.info.status for r in children} == {"FINISHED"}
+
+
+def test_the_resumed_flow_gives_the_files_of_a_plain_repro(flow_study, smoke_study):
+    """Interrupted, resumed and run concurrently, the study still computes what the plain run computed."""
+    study, log = flow_study["study"], flow_study["log"]
+    assert "in the checkout at the end: compare, report" in log
+    assert "the final reproduction computed" not in log, "every stage restored from the run-cache, none recomputed"
+    for name in ("metrics/ce.json", "plots/curves/ce.csv", "metrics/diagnostics/ce.json"):
+        assert (study / name).read_bytes() == (smoke_study / name).read_bytes(), name
+    assert (study / "models" / "base" / "model.safetensors").read_bytes() == (
+        smoke_study / "models" / "base" / "model.safetensors"
+    ).read_bytes(), "the resumed pretraining ends where the uninterrupted one did"
+    lock = yaml.safe_load((study / "dvc.lock").read_text())["stages"]
+    reference = yaml.safe_load((smoke_study / "dvc.lock").read_text())["stages"]
+    for stage in ("prepare", "pretrain", "warmup", "train@ce", "rollouts@ce", "evaluate@ce", "synthetic"):
+        assert lock[stage] == reference[stage], stage
+    status = _run([str(BIN / "dvc"), "status", "dvc.yaml", "--json"], cwd=study, scratch=study.parent)
+    assert json.loads(status.stdout or "{}") == {}
+    assert not list((study / "build" / "workspaces").glob("*/*")), "workspaces are removed after success"
+
+
+def test_a_second_flow_run_does_nothing(flow_study):
+    import mlflow
+
+    study = flow_study["study"]
+    mlflow.set_tracking_uri(f"sqlite:///{study / 'mlflow.db'}")
+    before = len(mlflow.search_runs(experiment_names=["aligntrain-smoke"], output_format="list"))
+    again = _run([sys.executable, "flows/study.py"], cwd=study, scratch=study.parent)
+    assert "0 of 11 stages to run" in again.stdout + again.stderr
+    assert len(mlflow.search_runs(experiment_names=["aligntrain-smoke"], output_format="list")) == before

@@ -421,6 +421,28 @@ def test_train_rl_with_the_arith_problem(tiny_model, arith_rows, tmp_path):
     assert not (tmp_path / "ck").exists()
 
 
+def test_a_run_that_trains_fewer_steps_than_asked_fails_and_saves_nothing(tiny_model, arith_rows, tmp_path):
+    """A batch of more completions than the data can fill: TRL ends the run at step 0 without an error
+    ("not a single sample"); the run must fail, naming it, and not publish the starting weights."""
+    from aligntrain.errors import StageError
+
+    model, tokenizer = tiny_model
+    saved = []
+    config = _config("rloo", steps=3, batch_size=400_000_000 // N * N)
+    with pytest.raises(StageError, match=r"^training stopped at step 0 of the 3 asked for; nothing was saved as the"):
+        train_rl(
+            model,
+            tokenizer,
+            arith_rows["train"],
+            config,
+            tmp_path / "ck",
+            reward_fn=length_mod_3,
+            seed=0,
+            save_final=lambda: saved.append(True),
+        )
+    assert saved == []
+
+
 #: TRL internals StrategyGRPOTrainer overrides or calls, with the parameters it relies on
 TRL_INTERNALS = {
     "_calculate_rewards": ["self", "inputs", "prompts", "completions", "completion_ids_list"],

@@ -25,7 +25,6 @@ from functools import cache, lru_cache
 import numpy as np
 import torch
 from pydantic import Field, StrictBool, StrictInt, field_validator
-from scipy import integrate, special, stats
 from torch import Tensor
 
 from aligntrain.advantages.registry import RuleContext, RuleOptions, is_int, register_rule
@@ -42,6 +41,10 @@ def expected_max_standard_normal(n: int) -> float:
     Φ^{N−1} is evaluated as exp((N−1) log Φ) for large N; the integrand is negligible
     outside [−12, 12 + √(2 log N)] and peaks near √(2 log N) (a hint to the quadrature).
     """
+    # scipy is imported where it is used: every stage validates its parameters through the rule
+    # registry, and importing scipy's modules at the top cost each stage's start about a second.
+    from scipy import integrate, special
+
     if not is_int(n) or n < 1:
         raise ValueError(f"n must be an integer >= 1, got {n!r}")
     peak = math.sqrt(2.0 * math.log(n)) if n > 1 else 0.0
@@ -65,6 +68,8 @@ class TailConstants:
 
 @lru_cache(maxsize=256)
 def tail_constants(alpha: float, budget: int) -> TailConstants:
+    from scipy import stats  # where it is used (see expected_max_standard_normal)
+
     z = float(stats.norm.isf(alpha))
     lam = float(np.exp(stats.norm.logpdf(z)) / alpha)
     e_n = expected_max_standard_normal(budget)

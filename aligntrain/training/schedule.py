@@ -17,6 +17,7 @@ import torch
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from aligntrain.config import OptimConfig
+from aligntrain.errors import StageError
 from aligntrain.io import fsync_directory, fsync_tree
 
 logger = logging.getLogger(__name__)
@@ -223,14 +224,29 @@ def bind_callbacks(trainer) -> None:
             bind(trainer)
 
 
+class IncompleteTraining(StageError):
+    """The trainer stopped before the steps it was asked for: nothing is saved as the trained model."""
+
+
 def finish_run(trainer, checkpoint_dir: Path, save_final: Callable[[], None] | None) -> None:
     """Save the final model, then remove the checkpoints, in that order.
 
+    A run that stopped short of ``max_steps`` raises :class:`IncompleteTraining` and saves
+    nothing: TRL ends a run whose data loader yields no batch at step 0 without an error,
+    and saving then would publish the starting weights as the trained model.
     If saving fails (read-only folder, full disk), the checkpoints stay and a re-run
     resumes at the last step instead of starting again. Every rank is past its last
     checkpoint write before the main process saves and deletes, and none returns
     before the checkpoints are gone.
     """
+    done, asked = trainer.state.global_step, trainer.args.max_steps
+    if done < asked:
+        batch = trainer.args.per_device_train_batch_size * trainer.args.gradient_accumulation_steps
+        raise IncompleteTraining(
+            f"training stopped at step {done} of the {asked} asked for; nothing was saved as the model. "
+            f"The data gave fewer batches than asked: {len(trainer.train_dataset)} training rows for a "
+            f"batch of {batch} per device (is the batch size larger than the data?)"
+        )
     trainer.accelerator.wait_for_everyone()
     if trainer.accelerator.is_main_process:
         if save_final is not None:
