@@ -107,20 +107,23 @@ worker: venv                  ## a worker of POOL in this checkout; one stage at
 submit: venv                  ## the committed study on the agents; ends with `dvc repro --pull` here
 	python flows/study.py --study $(STUDY) --agents --gpu-pool gpu --concurrency 4
 
-# The linter and formatter first (seconds), then the tests. `make test` runs every test (the
-# README's test command; CI runs it); `make test-fast` leaves out the end-to-end runs marked slow,
-# for the edit loop. Both print the 30 slowest tests, so every run shows where its time goes.
-PYTEST := $(BIN)/python -m pytest -q --durations=30
+# The linter and formatter first (seconds), then the tests (docs/testing.md). `make test` runs every
+# test (the README's test command; CI runs it); `make test-fast` leaves out the end-to-end runs
+# marked slow, for the edit loop. Both print the 30 slowest tests, so every run shows where its time
+# goes. Two pytest-xdist workers: the fast tier by file; the slow tier by group, so that the tests
+# of the smoke study (one plain reference, one flow run, one agents deployment) stay on one worker
+# while the stand-in studies and the other end-to-end runs take the other.
+PYTEST := $(BIN)/python -m pytest -q --durations=30 -n 2
 
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint
-	$(PYTEST)
+test: test-fast
+	$(PYTEST) -m slow --dist loadgroup
 
 test-fast: lint
-	$(PYTEST) -m "not slow"
+	$(PYTEST) -m "not slow" --dist loadfile
 
 bench: venv
 	$(BIN)/python benchmarks/bench_estimators.py

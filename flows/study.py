@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import sys
 import uuid
 from pathlib import Path
@@ -37,7 +38,13 @@ from aligntrain import tracking  # noqa: E402
 from aligntrain.paths import CHECKPOINT_ROOT_ENV  # noqa: E402
 from aligntrain.pipeline import get_stage  # noqa: E402
 from tasks.agents import run_stage_on_agent  # noqa: E402
-from tasks.dvc import check_remote, reproduce_from_run_cache, run_stage_in_workspace, stop_all_stages  # noqa: E402
+from tasks.dvc import (  # noqa: E402
+    check_remote,
+    reproduce_from_run_cache,
+    run_stage_in_workspace,
+    stop_all_stages,
+    stopping,
+)
 from tasks.server import local_prefect_server  # noqa: E402
 from tasks.tracking import close_study_run, open_study_run  # noqa: E402
 from tasks.workspace import git  # noqa: E402
@@ -193,6 +200,8 @@ def study_flow(
         shutil.rmtree(checkout / "build" / "workspaces" / study_id, ignore_errors=True)
         raise
     finally:
+        if stopping():  # Ctrl-C, even where the flow engine turned the interrupt into a failed task
+            status = "KILLED"
         if parent and not os.environ.get(tracking.PARENT_ENV):
             if status == "KILLED":
                 tracking.end_study_run(parent, status, checkout)
@@ -249,6 +258,17 @@ def _agent_settings(checkout: Path, repo_url: str | None) -> tuple[str, str, str
     return commit, remote_url, repo_url or git(["remote", "get-url", "origin"], checkout).strip()
 
 
+def _interrupt(signum, frame) -> None:
+    """Ctrl-C: stop every stage first, then interrupt the flow.
+
+    The stages stop here, in the handler, because the KeyboardInterrupt that follows can land
+    inside the flow engine's own code, which may record it as a failed task and go on (seen
+    under load: the study then ran to its end). Once stopping, no new stage starts.
+    """
+    stop_all_stages()
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", default=".")
@@ -274,13 +294,16 @@ def main(argv: list[str] | None = None) -> int:
         start_deadline_s=args.start_deadline_s,
         repo_url=args.repo_url,
     )
+    signal.signal(signal.SIGINT, _interrupt)
     if os.environ.get("PREFECT_API_URL"):
         run(**kwargs)
         return 0
     with local_prefect_server(Path(args.root).resolve()) as url, temporary_settings({PREFECT_API_URL: url}):
         try:
             run(**kwargs)
-        except KeyboardInterrupt:
+        except BaseException as err:
+            if not (isinstance(err, KeyboardInterrupt) or stopping()):
+                raise
             print("study interrupted: re-run the same command to resume", file=sys.stderr)
             return 130
         finally:

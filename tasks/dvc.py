@@ -61,6 +61,11 @@ _live_lock = threading.Lock()
 _stopping = threading.Event()
 
 
+def stopping() -> bool:
+    """True once :func:`stop_all_stages` was called: the study is being stopped (Ctrl-C)."""
+    return _stopping.is_set()
+
+
 def stop_all_stages(grace_s: float = 10.0) -> None:
     """Interrupt every running DVC process of this study (SIGINT, then SIGKILL after ``grace_s``)."""
     _stopping.set()

@@ -95,7 +95,8 @@ slowest inputs in tests/test_verify.py take ~0.1 s). The parser backtracks at
 most once per bracket (a "(" that does not turn out to be a tuple or interval is
 re-read as a group), and tuple and interval items hold scalar expressions only,
 so the re-reading cannot nest. ``timeout_s`` is a second line of defence: a
-deadline (``time.monotonic``) checked at every primary and item the parser
+deadline on the grading thread's CPU time (``time.thread_time``, so other
+processes' load does not move it) checked at every primary and item the parser
 reads and between the sympy steps, so it also works in worker threads, unlike
 ``signal.alarm`` (a sympy step itself is not interrupted; the bounds keep each
 step small). Anything unparseable, over a bound, over the deadline, dividing by
