@@ -110,20 +110,20 @@ submit: venv                  ## the committed study on the agents; ends with `d
 # The linter and formatter first (seconds), then the tests (docs/testing.md). `make test` runs every
 # test (the README's test command; CI runs it); `make test-fast` leaves out the end-to-end runs
 # marked slow, for the edit loop. Both print the 30 slowest tests, so every run shows where its time
-# goes. Two pytest-xdist workers: the fast tier by file; the slow tier by group, so that the tests
-# of the smoke study (one plain reference, one flow run, one agents deployment) stay on one worker
-# while the stand-in studies and the other end-to-end runs take the other.
-PYTEST := $(BIN)/python -m pytest -q --durations=30 -n 2
+# goes. The fast tier runs on two pytest-xdist workers, a file to a worker; the end-to-end runs one
+# at a time after it: their timed checks (Ctrl-C within 30 s, a lost worker's heartbeats) and their
+# shared plain reference want the cores to themselves.
+PYTEST := $(BIN)/python -m pytest -q --durations=30
 
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
 test: test-fast
-	$(PYTEST) -m slow --dist loadgroup
+	$(PYTEST) -m slow
 
 test-fast: lint
-	$(PYTEST) -m "not slow" --dist loadfile
+	$(PYTEST) -m "not slow" -n 2 --dist loadfile
 
 bench: venv
 	$(BIN)/python benchmarks/bench_estimators.py

@@ -35,14 +35,31 @@ def tiny_model(arith_rows):
 
 
 @pytest.fixture(scope="session")
-def plain_smoke_study(tmp_path_factory):
-    """The smoke profile by `dvc repro` alone (scripts/run_profile.sh --plain): the reference run."""
+def plain_smoke_study(tmp_path_factory, worker_id):
+    """The smoke profile by `dvc repro` alone (scripts/run_profile.sh --plain): the reference run.
+
+    Built once per pytest run: under pytest-xdist the workers share the base temporary folder,
+    and the first worker that asks builds the study under a file lock while the others wait for it.
+    """
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+    study = shared / "plain-smoke" / "study"
+    with FileLock(str(shared / "plain-smoke.lock")):
+        if not (study / "reports" / "compare.json").is_file():
+            _build_plain_smoke_study(study)
+    return study
+
+
+def _build_plain_smoke_study(study):
+    import shutil
     import subprocess
     import sys
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    study = tmp_path_factory.mktemp("plain") / "study"
+    shutil.rmtree(study.parent, ignore_errors=True)  # a half-built study of an interrupted worker
+    study.parent.mkdir(parents=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "ALIGNTRAIN_", "PREFECT_"))}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     out = subprocess.run(
@@ -55,4 +72,3 @@ def plain_smoke_study(tmp_path_factory):
     )
     if out.returncode != 0:
         raise AssertionError(f"plain smoke study failed:\n{out.stdout[-4000:]}\n{out.stderr[-6000:]}")
-    return study

@@ -31,8 +31,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
-# One group: on the same worker when the slow tests run on two (make test), sharing the plain smoke reference.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("smoke")]
+pytestmark = pytest.mark.slow
 
 
 def _port() -> int:

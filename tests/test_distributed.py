@@ -43,8 +43,7 @@ import torch
 from aligntrain.advantages import RewardHistory, compute_advantages
 from aligntrain.losses import pass_at_n_weight
 
-# One group: its tests share the module's two launches when the slow tests run on two workers (make test).
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("distributed")]
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parent.parent
 DRIVER = Path(__file__).resolve().parent / "distributed_driver.py"

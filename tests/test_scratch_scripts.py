@@ -21,10 +21,17 @@ def _profile(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-def _standin(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "run_standin.py"), *args], cwd=ROOT, capture_output=True, text=True
-    )
+def _standin(monkeypatch, capsys, *args: str) -> tuple[int, str]:
+    """scripts/run_standin.py in this process (its imports are already loaded): its exit status and stderr."""
+    import runpy
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(sys, "argv", ["run_standin.py", *args])
+    with pytest.raises(SystemExit) as done:
+        runpy.run_path(str(ROOT / "scripts" / "run_standin.py"), run_name="__main__")
+    code = done.value.code
+    err = capsys.readouterr().err + (code if isinstance(code, str) else "")
+    return (1 if isinstance(code, str) else code), err
 
 
 def _user_folder(tmp_path: Path) -> Path:
@@ -63,21 +70,21 @@ def test_run_profile_refuses_bad_arguments(tmp_path, args):
     assert not (tmp_path / "new").exists()
 
 
-def test_run_standin_refuses_a_folder_it_did_not_make(tmp_path):
+def test_run_standin_refuses_a_folder_it_did_not_make(tmp_path, monkeypatch, capsys):
     dest = _user_folder(tmp_path)
-    out = _standin("pipelines/tang_math", str(dest))
-    assert out.returncode != 0
-    assert f"error: {dest} holds files that scripts/run_standin.py did not write (no {MARK})" in out.stderr
+    code, err = _standin(monkeypatch, capsys, "pipelines/tang_math", str(dest))
+    assert code != 0
+    assert f"error: {dest} holds files that scripts/run_standin.py did not write (no {MARK})" in err
     assert (dest / "notes.md").read_text() == "an earlier run's results" and (dest / "checkout").is_dir()
 
 
-def test_run_standin_checks_its_variants_before_touching_the_destination(tmp_path):
+def test_run_standin_checks_its_variants_before_touching_the_destination(tmp_path, monkeypatch, capsys):
     dest = tmp_path / "earlier"
     dest.mkdir()
     (dest / MARK).write_text("")
     (dest / "kept").write_text("")
-    out = _standin("pipelines/tang_math", str(dest), "--micro", "--run", "loo_pass_at_kk")
-    assert out.returncode == 2 and "--run: study.run: ['loo_pass_at_kk'] not in the catalog" in out.stderr
+    code, err = _standin(monkeypatch, capsys, "pipelines/tang_math", str(dest), "--micro", "--run", "loo_pass_at_kk")
+    assert code == 2 and "--run: study.run: ['loo_pass_at_kk'] not in the catalog" in err
     assert (dest / "kept").exists()
 
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from aligntrain.config import parse_params
-from aligntrain.standins import FAMILIES, overlay, write_standins
+from aligntrain.standins import FAMILIES, MICRO, overlay, write_standins
 
 ROOT = Path(__file__).resolve().parents[1]
 STANDIN_STUDIES = sorted(p.parent.name for p in (ROOT / "pipelines").glob("*/standin.yaml"))
@@ -119,6 +119,8 @@ def test_every_stand_in_override_makes_valid_parameters(study):
     params = parse_params(merged)
     assert params.model.base_model is None or params.model.base_model.startswith("./standins/"), "no hub download"
     assert params.model.lora is None or params.model.lora.quantization == "none", "4-bit NF4 needs CUDA"
+    micro = parse_params(overlay(merged, MICRO))  # the micro size of the tests below
+    assert micro.warmup.steps == 2 and micro.diagnostics.synthetic.tea_repetitions == 50
 
 
 # ---------------------------------------------------------------- the stand-in studies, end to end

@@ -80,6 +80,8 @@ def test_a_tracking_server_lost_mid_stage_costs_no_work(tmp_path, monkeypatch, c
             f"sqlite:///{tmp_path / 'server.db'}",
             "--artifacts-destination",
             str(tmp_path / "a"),
+            "--workers",  # one is enough for one client; the default four take ~20 s to start on 2 cores
+            "1",
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
