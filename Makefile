@@ -110,9 +110,8 @@ submit: venv                  ## the committed study on the agents; ends with `d
 # The linter and formatter first (seconds), then the tests (docs/testing.md). `make test` runs every
 # test (the README's test command; CI runs it); `make test-fast` leaves out the end-to-end runs
 # marked slow, for the edit loop. Both print the 30 slowest tests, so every run shows where its time
-# goes. The fast tier runs on two pytest-xdist workers, a file to a worker; the end-to-end runs one
-# at a time after it: their timed checks (Ctrl-C within 30 s, a lost worker's heartbeats) and their
-# shared plain reference want the cores to themselves.
+# goes. Both tiers run on two pytest-xdist workers, a file to a worker, except that each stand-in
+# study is a unit of its own (tests/conftest.py); the end-to-end tier runs after the fast one.
 PYTEST := $(BIN)/python -m pytest -q --durations=30
 
 lint: venv
@@ -120,7 +119,7 @@ lint: venv
 	$(BIN)/ruff format --check .
 
 test: test-fast
-	$(PYTEST) -m slow
+	$(PYTEST) -m slow -n 2 --dist loadfile
 
 test-fast: lint
 	$(PYTEST) -m "not slow" -n 2 --dist loadfile

@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 import typer
-import yaml
 
 # No hub access on study machines; never wait on the network for telemetry.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -131,6 +130,7 @@ def write_pipeline(
     ),
 ) -> None:
     """Write dvc.yaml from the table of stages and params.yaml's study.run (per study folder)."""
+    from aligntrain.config import read_params_yaml
     from aligntrain.io import write_text
 
     roots = pipeline.study_folders(Path(root)) if all_studies else [Path(root)]
@@ -138,7 +138,7 @@ def write_pipeline(
     for folder in roots:
         loaded = _load(params, str(folder))
         try:
-            pipeline.check_written_params(loaded, yaml.safe_load((folder / params).read_text()), str(folder / params))
+            pipeline.check_written_params(loaded, read_params_yaml(folder / params), str(folder / params))
         except ValueError as err:
             _fail(str(err))
         text = pipeline.render_dvc_yaml(loaded, pipeline.code_root_of(folder))

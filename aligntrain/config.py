@@ -55,6 +55,14 @@ class StudyConfig(_Section):
         "as soon as another process is busy; 1 is the robust default.",
     )
 
+    @field_validator("name", "experiment")
+    @classmethod
+    def _not_blank(cls, value: str, info: ValidationInfo) -> str:
+        # MLflow refuses an empty experiment name only when the first stage logs, minutes in.
+        if not value.strip():
+            raise ValueError(f"study.{info.field_name} must not be empty")
+        return value
+
 
 class ProblemConfig(_Section):
     name: str = Field("arith", description="Problem in aligntrain.problems (arith: embedded arithmetic).")
@@ -583,6 +591,28 @@ class Params(_Section):
                 raise ValueError(f"diagnostics.oracle.rules: {name!r} is not an RL variant of the catalog")
         return self
 
+    @model_validator(mode="after")
+    def _budgets_fit_pools(self) -> Params:
+        """A diagnostic's budget or group larger than the pool it draws from would give empty results."""
+        pool, oracle = self.rollouts.samples_per_prompt, self.diagnostics.oracle
+        too_big = [n for n in self.diagnostics.budgets if n > pool]
+        if too_big:
+            raise ValueError(
+                f"diagnostics.budgets {too_big} exceed rollouts.samples_per_prompt ({pool}), the pool they draw from"
+            )
+        for key, sizes in (("budget", [oracle.budget]), ("group_sizes", oracle.group_sizes)):
+            too_big = [n for n in sizes if n > oracle.samples_per_prompt]
+            if too_big:
+                raise ValueError(
+                    f"diagnostics.oracle.{key} {too_big} exceeds diagnostics.oracle.samples_per_prompt "
+                    f"({oracle.samples_per_prompt}), the pool it draws from"
+                )
+        if oracle.prompts > self.problem.test_size:
+            raise ValueError(
+                f"diagnostics.oracle.prompts ({oracle.prompts}) exceeds problem.test_size ({self.problem.test_size})"
+            )
+        return self
+
     @property
     def run_variants(self) -> list[str]:
         """The variants of this study, in order: ``study.run``, or the whole catalog when it is unset."""
@@ -665,16 +695,41 @@ def parse_params(raw: dict[str, Any]) -> Params:
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:
+    return parse_params(read_params_yaml(path))
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a key written twice in one mapping is an error.
+
+    YAML 1.2 requires unique keys; PyYAML keeps the last silently, so a variant or section
+    written twice would lose the first without a word.
+    """
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} written twice, on lines {seen[key]} and {line}", key_node.start_mark
+                )
+            seen.setdefault(key, line)
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_params_yaml(path: str | Path) -> dict[str, Any]:
+    """The mapping of a parameters file; ParamsError naming the file and line for bad YAML or a repeated key."""
     path = Path(path)
     if not path.is_file():
         raise ParamsError(f"parameters file {path} not found")
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = yaml.load(path.read_text(), Loader=_UniqueKeyLoader) or {}  # noqa: S506 - a SafeLoader
     except yaml.YAMLError as err:
         raise ParamsError(_yaml_error_line(path, err)) from None
     if not isinstance(raw, dict):
         raise ParamsError(f"{path} must hold a mapping at the top level")
-    return parse_params(raw)
+    return raw
 
 
 def _yaml_error_line(path: Path, err: yaml.YAMLError) -> str:

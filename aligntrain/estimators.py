@@ -70,7 +70,7 @@ def _validated_ks(ks: Sequence[int], pool_size: int, pool_name: str) -> list[int
 
 
 def _paired_vectors(a: ArrayLike, b: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
-    a, b = check_finite_vector(a, "a"), check_finite_vector(b, "b")
+    a, b = check_finite_vector(a, "a", booleans=False), check_finite_vector(b, "b", booleans=False)
     if a.shape != b.shape:
         raise ValueError(f"a and b must have the same length, got {a.size} and {b.size}")
     return a, b
@@ -363,7 +363,7 @@ def max_at_k(rewards: ArrayLike, k: int) -> float:
 
 def max_at_k_curve(rewards: ArrayLike, ks: Sequence[int]) -> np.ndarray:
     """``max_at_k`` for every k in ``ks`` (one sort, one O(M) weight vector per k)."""
-    ordered = np.sort(check_finite_vector(rewards, "rewards"))
+    ordered = np.sort(check_finite_vector(rewards, "rewards", booleans=False))
     ks = _validated_ks(ks, ordered.size, "len(rewards)")
     return np.array([ordered[k - 1 :] @ _max_at_k_weights(ordered.size, k) for k in ks])
 
@@ -375,7 +375,7 @@ def grouped_max_at_k(rewards: ArrayLike, k: int) -> float:
     [choice] When k does not divide M, the trailing M mod k rewards are dropped so
     that every group has exactly k members (TEA only reports budgets dividing M).
     """
-    values = check_finite_vector(rewards, "rewards")
+    values = check_finite_vector(rewards, "rewards", booleans=False)
     k = _validated_k(k, values.size, "len(rewards)")
     n_groups = values.size // k
     return float(values[: n_groups * k].reshape(n_groups, k).max(axis=1).mean())
@@ -412,7 +412,7 @@ class WinTieLoss:
 def mean_and_stderr(scores: ArrayLike) -> tuple[float, float]:
     """Mean of per-prompt scores and its standard error std(ddof=1)/sqrt(P), as CAT
     reports them; the standard error of a single prompt is 0."""
-    values = check_finite_vector(scores, "scores")
+    values = check_finite_vector(scores, "scores", booleans=False)
     if values.size == 1:
         return float(values[0]), 0.0
     return float(values.mean()), float(values.std(ddof=1) / math.sqrt(values.size))

@@ -40,6 +40,7 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     tmp = _create_sibling(path, lambda name: os.mkdir(name, 0o777))
     try:
         yield tmp
+        _give_default_modes(tmp)
         if path.exists():
             old = path.with_name(f".{path.name}.old")
             shutil.rmtree(old, ignore_errors=True)
@@ -51,6 +52,30 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _give_default_modes(folder: Path) -> None:
+    """Give what a library wrote into ``folder`` the modes ``open`` and ``mkdir`` would have given.
+
+    Some writers create private files (safetensors writes ``model.safetensors`` 0600). The
+    default modes are read off a probe file and folder made beside ``folder`` with 0666 / 0777,
+    so the umask (and any default ACL) decides, as in :func:`_create_sibling`. Execute bits a
+    file has are kept where the folder mode allows them.
+    """
+    probe_file = _create_sibling(
+        folder, lambda name: os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    )
+    probe_dir = _create_sibling(folder, lambda name: os.mkdir(name, 0o777))
+    file_mode, dir_mode = probe_file.stat().st_mode & 0o7777, probe_dir.stat().st_mode & 0o7777
+    os.unlink(probe_file)
+    os.rmdir(probe_dir)
+    for parent, dirs, files in os.walk(folder):
+        for name in dirs:
+            os.chmod(os.path.join(parent, name), dir_mode)
+        for name in files:
+            target = os.path.join(parent, name)
+            if not os.path.islink(target):
+                os.chmod(target, file_mode | (os.stat(target).st_mode & 0o111 & dir_mode))
 
 
 def _create_sibling(path: Path, create: Callable[[Path], None]) -> Path:

@@ -6,6 +6,8 @@ invariant) is a plain ``assert`` instead.
 Conventions shared by every check:
 
 - A bool is never a number here: ``True`` is not the integer 1, nor the real number 1.0.
+  (One exception, by name: ``check_finite_vector(..., booleans=True)`` takes a vector of
+  correctness flags as 0.0/1.0.)
 - An integer is anything with ``__index__`` (int, numpy integers); 2.0 is not an integer.
 - A real number is a ``numbers.Real`` (int, float, Fraction, numpy scalars), never NaN;
   ±inf passes unless the bounds exclude it. Bounds are compared with the value itself,
@@ -128,13 +130,18 @@ def check_probability(value: object, name: str) -> float:
     return check_real(value, name, low=0, high=1)
 
 
-def check_finite_vector(values: ArrayLike, name: str) -> np.ndarray:
+def check_finite_vector(values: ArrayLike, name: str, *, booleans: bool = True) -> np.ndarray:
     """``values`` as a non-empty one-dimensional float64 array of finite numbers.
 
     ``np.asarray``: an array that already is float64 is returned as it is, not copied.
-    ValueError "``name`` must be numeric", "... must be one-dimensional", "... must be
-    non-empty" or "... must be finite (found NaN or inf)".
+    ValueError "``name`` must be numeric" (strings always: numpy would read ``'1'`` as 1.0;
+    booleans too where ``booleans`` is False, as for rewards and scores, where ``True`` is not
+    1.0; a vector of correctness flags passes them), "... must be one-dimensional", "... must
+    be non-empty" or "... must be finite (found NaN or inf)".
     """
+    if _holds_non_numbers(values, booleans):
+        kinds = "strings" if booleans else "booleans and strings"
+        raise ValueError(f"{name} must be numeric: {kinds} are not numbers here, got {_preview(values)}")
     try:
         array = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError) as error:
@@ -146,6 +153,24 @@ def check_finite_vector(values: ArrayLike, name: str) -> np.ndarray:
     if not np.all(np.isfinite(array)):
         raise ValueError(f"{name} must be finite (found NaN or inf)")
     return array
+
+
+def _holds_non_numbers(values: object, booleans: bool) -> bool:
+    """True when ``values`` holds a string (or, unless ``booleans``, a bool) among its entries."""
+    refused = (str, bytes, np.str_, np.bytes_) if booleans else (str, bytes, np.str_, np.bytes_, bool, np.bool_)
+    if isinstance(values, np.ndarray):
+        if values.dtype.kind in "USV" or (values.dtype.kind == "b" and not booleans):
+            return True
+        return values.dtype.kind == "O" and any(isinstance(v, refused) for v in values.ravel())
+    if isinstance(values, (str, bytes)):
+        return True
+    # A flat sequence: its entries (nested ones are refused later as not one-dimensional).
+    return isinstance(values, Iterable) and any(isinstance(v, refused) for v in values)
+
+
+def _preview(values: object) -> str:
+    text = repr(values)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def check_choices(values: Iterable[object], name: str, allowed: Container[object]) -> tuple:

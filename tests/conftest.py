@@ -72,3 +72,22 @@ def _build_plain_smoke_study(study):
     )
     if out.returncode != 0:
         raise AssertionError(f"plain smoke study failed:\n{out.stdout[-4000:]}\n{out.stderr[-6000:]}")
+
+
+# Under `--dist loadfile` a file is one work unit of pytest-xdist. The stand-in studies are
+# independent end-to-end runs of minutes each, so each of their tests is a unit of its own and the
+# two workers share them; every other file stays whole, so its module fixtures are built once.
+ONE_UNIT_PER_TEST = ("tests/test_standin_studies.py",)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class StandInsApart(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return nodeid if path.endswith(ONE_UNIT_PER_TEST) else path
+
+    return StandInsApart(config, log)

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from aligntrain.config import ParamsError, load_params, parse_params
+from aligntrain.config import ParamsError, load_params, parse_params, read_params_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 RAW = yaml.safe_load((ROOT / "params.yaml").read_text())
@@ -63,6 +63,24 @@ def test_study_run_selects_from_the_catalog():
         (lambda r: r["study"].update(run=["ce"]), "diagnostics.oracle.variant 'warmup' is not in study.run"),
         (lambda r: r["diagnostics"]["oracle"].update(rules=["ce"]), "diagnostics.oracle.rules: 'ce' is not an RL"),
         (lambda r: r["diagnostics"]["oracle"].update(group_sizes=[1, 8]), "diagnostics.oracle.group_sizes"),
+        (lambda r: r["study"].update(experiment=""), "study.experiment must not be empty"),
+        (lambda r: r["study"].update(name="  "), "study.name must not be empty"),
+        (
+            lambda r: r["diagnostics"].update(budgets=[4, 4096]),
+            f"diagnostics.budgets [4096] exceed rollouts.samples_per_prompt ({RAW['rollouts']['samples_per_prompt']})",
+        ),
+        (
+            lambda r: r["diagnostics"]["oracle"].update(group_sizes=[8, 100_000]),
+            "diagnostics.oracle.group_sizes [100000] exceeds diagnostics.oracle.samples_per_prompt",
+        ),
+        (
+            lambda r: r["diagnostics"]["oracle"].update(budget=100_000),
+            "diagnostics.oracle.budget [100000] exceeds diagnostics.oracle.samples_per_prompt",
+        ),
+        (
+            lambda r: r["diagnostics"]["oracle"].update(prompts=100_000),
+            f"diagnostics.oracle.prompts (100000) exceeds problem.test_size ({RAW['problem']['test_size']})",
+        ),
         (lambda r: r["model"].update(hidden_size=130), "hidden_size"),
         (lambda r: r["problem"].update(typo_key=1), "problem.typo_key"),
         (lambda r: r["rl"].update(batch_size=30), "rl.batch_size (30) must be a multiple of rl.num_generations"),
@@ -360,3 +378,22 @@ def test_yaml_syntax_error_is_one_line_naming_file_line_and_column(tmp_path):
     path.write_text("study:\n\tseed: 0\n")
     with pytest.raises(ParamsError, match=rf"^{re.escape(str(path))}:2:1: invalid YAML: .*'\\t'"):
         load_params(path)
+
+
+def test_a_key_written_twice_is_refused_naming_both_lines(tmp_path):
+    """PyYAML keeps the last of two equal keys; a variant written twice would silently lose the first."""
+    path = tmp_path / "params.yaml"
+    text = (ROOT / "params.yaml").read_text()
+    path.write_text(text + "\nvariants:\n  ce:\n    objective: ce\n")
+    first = next(i for i, line in enumerate(text.splitlines(), 1) if line.startswith("variants:"))
+    last = len(text.splitlines()) + 2
+    with pytest.raises(ParamsError) as err:
+        load_params(path)
+    assert str(err.value) == (
+        f"{path}:{last}:1: invalid YAML: key 'variants' written twice, on lines {first} and {last}"
+    )
+    path.write_text("study:\n  seed: 0\n  seed: 1\n")
+    with pytest.raises(ParamsError, match=r"params.yaml:3:3: invalid YAML: key 'seed' written twice, on lines 2 and 3"):
+        load_params(path)
+    path.write_text("a: {x: 1}\nb: {x: 2}\n")  # equal keys in different mappings are fine
+    assert read_params_yaml(path) == {"a": {"x": 1}, "b": {"x": 2}}

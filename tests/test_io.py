@@ -69,6 +69,20 @@ def test_outputs_get_the_users_permissions(tmp_path, restore_umask, mask, file_m
     assert sorted(p.name for p in tmp_path.iterdir()) == ["deep", "model", "out.json"]
 
 
+@pytest.mark.parametrize(("mask", "file_mode", "dir_mode"), [(0o022, 0o644, 0o755), (0o077, 0o600, 0o700)])
+def test_a_saved_model_gets_the_users_permissions(tmp_path, restore_umask, mask, file_mode, dir_mode, tiny_model):
+    """safetensors writes model.safetensors 0600; the saved folder follows the umask all the same."""
+    from aligntrain.models import save_model_and_tokenizer
+
+    os.umask(mask)
+    model, tokenizer = tiny_model
+    save_model_and_tokenizer(model, tokenizer, tmp_path / "saved")
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "saved").iterdir()}
+    assert modes["model.safetensors"] == file_mode and set(modes.values()) == {file_mode}, modes
+    assert stat.S_IMODE((tmp_path / "saved").stat().st_mode) == dir_mode
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["saved"], "no probe or temporary left"
+
+
 def test_fsync_tree_syncs_every_file_and_folder(tmp_path, monkeypatch):
     """What a checkpoint's rename publishes is on disk first: each file, and each folder's entries."""
     (tmp_path / "ck" / "sub").mkdir(parents=True)

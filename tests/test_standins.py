@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -119,146 +116,12 @@ def test_every_stand_in_override_makes_valid_parameters(study):
     params = parse_params(merged)
     assert params.model.base_model is None or params.model.base_model.startswith("./standins/"), "no hub download"
     assert params.model.lora is None or params.model.lora.quantization == "none", "4-bit NF4 needs CUDA"
-    micro = parse_params(overlay(merged, MICRO))  # the micro size of the tests below
+    micro = parse_params(overlay(merged, MICRO))  # the micro size of tests/test_standin_studies.py
     assert micro.warmup.steps == 2 and micro.diagnostics.synthetic.tea_repetitions == 50
 
 
-# ---------------------------------------------------------------- the stand-in studies, end to end
-#
-# Each runs every stage of its pipelines/<study>/dvc.yaml at the micro size (scripts/run_standin.py
-# --micro: two training steps a stage) with one trained variant, the one whose wiring is the
-# study's own: the model family, the data schema, the objective or the rule's inputs (answers,
-# reward model, sandbox). The other variants of a study differ from it by options the unit tests
-# check. A stand-in test checks wiring, not learning.
-
-
-def _run_standin(study: str, dest: Path, run: list[str]) -> tuple[Path, dict]:
-    """``scripts/run_standin.py pipelines/<study> DEST --micro --run ...`` to its end: the study's folder, params."""
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    command = [sys.executable, str(ROOT / "scripts" / "run_standin.py"), f"pipelines/{study}", str(dest)]
-    done = subprocess.run(
-        [*command, "--micro", "--run", ",".join(run)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    status = subprocess.run(
-        ["dvc", "status", f"pipelines/{study}/dvc.yaml"], cwd=dest, env=env, capture_output=True, text=True
-    )
-    assert "up to date" in status.stdout, status.stdout
-    assert not (dest / "data").exists() and not (dest / "models").exists(), "outputs stay in the study's folder"
-    folder = dest / "pipelines" / study
-    params = yaml.safe_load((folder / "params.yaml").read_text())
-    assert params["study"]["run"] == run and params["warmup"]["steps"] == 2, "the micro size, these variants"
-    return folder, params
-
-
-def _check_every_variant_was_evaluated(study: Path, params: dict) -> None:
-    """Each variant run has a pool of test_size × M rows and pass@k for k = 1, 2, 4, ..., M."""
-    prompts, samples = params["problem"]["test_size"], params["rollouts"]["samples_per_prompt"]
-    budgets = [2**i for i in range(samples.bit_length()) if 2**i <= samples]
-    for variant in params["study"]["run"]:
-        overall = json.loads((study / "metrics" / f"{variant}.json").read_text())["overall"]
-        assert overall["prompts"] == prompts, variant
-        assert sorted(int(k.split("@")[1]) for k in overall if k.startswith("pass@") and "_" not in k) == budgets
-        assert all(0.0 <= overall[f"pass@{k}"] <= 1.0 for k in budgets), variant
-        assert pq.read_table(study / "pools" / f"{variant}.parquet").num_rows == prompts * samples, variant
-
-
-def _weights(folder: Path) -> dict:
-    from safetensors.torch import load_file
-
-    return load_file(folder / "model.safetensors")
-
-
-def _moved_from_warmup(study: Path, variant: str) -> bool:
-    warmup, trained = _weights(study / "models" / "warmup"), _weights(study / "models" / "variants" / variant)
-    return any(not trained[k].equal(warmup[k]) for k in warmup)
-
-
-@pytest.mark.slow
-def test_cat_math_sft_runs_end_to_end_on_stand_ins(tmp_path):
-    """pipelines/cat_math_sft: a tiny Mistral with LoRA on MATH-schema data, CAT's pass@N objective."""
-    study, params = _run_standin("cat_math_sft", tmp_path / "run", ["pass_at_n"])
-    _check_every_variant_was_evaluated(study, params)
-    assert (study / "models" / "variants" / "pass_at_n" / "adapter" / "adapter_config.json").is_file()
-    config = json.loads((study / "models" / "variants" / "pass_at_n" / "config.json").read_text())
-    assert config["architectures"] == ["MistralForCausalLM"], "the merged model is a plain Mistral"
-    report = (study / "reports" / "index.md").read_text()
-    assert "`./standins/models/mistral` (float32) with LoRA r = 16, α = 32 on q_proj, v_proj over the base" in report
-    assert "RL variants" not in report and "Not computed: no RL variant in the catalog" in report
-
-
-@pytest.mark.slow
-def test_dco_math_runs_end_to_end_on_stand_ins(tmp_path):
-    """pipelines/dco_math: a tiny Llama fully fine-tuned with DCO (refill ε = 0.01), pass@k up to M = 16."""
-    study, params = _run_standin("dco_math", tmp_path / "run", ["dco_16"])
-    _check_every_variant_was_evaluated(study, params)
-    folder = study / "models" / "variants" / "dco_16"
-    assert json.loads((folder / "config.json").read_text())["architectures"] == ["LlamaForCausalLM"]
-    assert not (folder / "adapter").exists(), "full fine-tuning: no LoRA adapter"
-    assert _moved_from_warmup(study, "dco_16")
-    report = (study / "reports" / "index.md").read_text()
-    assert "`./standins/models/llama` (float32), CE warm-up 2 steps." in report, "full fine-tuning, no LoRA"
-    assert "| `dco_16` | pass_at_n | budget=16, refill_eps=0.01 |" in report
-    assert "Not computed: no RL variant in the catalog" in report
-
-
-@pytest.mark.slow
-def test_tang_math_runs_end_to_end_on_stand_ins(tmp_path):
-    """pipelines/tang_math: a tiny Llama, RL with Tang et al.'s LOO maj@k rule (MATH answers vote), k = 4."""
-    study, params = _run_standin("tang_math", tmp_path / "run", ["loo_maj_at_k"])
-    _check_every_variant_was_evaluated(study, params)
-    assert params["rl"]["num_generations"] == 4 and params["rl"]["batch_size"] % 4 == 0
-    config = json.loads((study / "models" / "variants" / "loo_maj_at_k" / "config.json").read_text())
-    assert config["architectures"] == ["LlamaForCausalLM"]
-    oracle = json.loads((study / "metrics" / "diagnostics" / "oracle_gradient.json").read_text())
-    assert (oracle["model"], oracle["budget"], oracle["pool"]) == ("loo_maj_at_k", 4, 16), "pass@4 / maj@4 oracle"
-    catalog_rl = [name for name, v in params["variants"].items() if v["objective"] == "rl"]
-    assert sorted(oracle["pass"]) == sorted(catalog_rl) and sorted(oracle["pass"]["rloo"]) == ["n4", "n8"]
-    report = (study / "reports" / "index.md").read_text()
-    assert "| `loo_maj_at_k` | rl | " in report and "Not computed: no RL variant in the catalog" not in report
-
-
-@pytest.mark.slow
-def test_tea_ultrafeedback_runs_end_to_end_on_stand_ins(tmp_path):
-    """pipelines/tea_ultrafeedback: a tiny Llama policy with a chat template, TEA's RL rewarded by a tiny Llama
-    reward classifier on UltraFeedback-schema prompts; pools scored by the same reward model, max@k evaluated."""
-    study, params = _run_standin("tea_ultrafeedback", tmp_path / "run", ["tea"])
-    prompts, samples = params["problem"]["test_size"], params["rollouts"]["samples_per_prompt"]
-    overall = json.loads((study / "metrics" / "tea.json").read_text())["overall"]
-    assert overall["prompts"] == prompts and "max@16" in overall
-    pool = pq.read_table(study / "pools" / "tea.parquet")
-    assert pool.num_rows == prompts * samples
-    assert json.loads(pool.schema.metadata[b"aligntrain.sampler"])["backend"] == "hf"
-    rewards = pool.column("reward").to_pylist()
-    assert all(r == r for r in rewards) and len(set(rewards)) > 1, "every sample scored by the reward model"
-    assert _moved_from_warmup(study, "tea"), "TEA trained the policy"
-
-
-@pytest.mark.slow
-def test_cat_protein_bon_runs_end_to_end_on_stand_ins(tmp_path):
-    """pipelines/cat_protein_bon: a tiny GPT-2 (ProtGPT2's architecture) on the hydro rewards, CAT best-of-N RL."""
-    study, params = _run_standin("cat_protein_bon", tmp_path / "run", ["cat_best_of_n"])
-    overall = json.loads((study / "metrics" / "cat_best_of_n.json").read_text())["overall"]
-    assert overall["prompts"] == params["problem"]["test_size"] and "max@16" in overall
-    config = json.loads((study / "models" / "variants" / "cat_best_of_n" / "config.json").read_text())
-    assert config["architectures"] == ["GPT2LMHeadModel"]
-    summary = (study / "diagnoses" / "oracle_gradient" / "summary.csv").read_text()
-    assert "cat_best_of_n" in summary, "the oracle gradient scored the GPT-2 block"
-
-
-@pytest.mark.slow
-def test_tang_codecontests_runs_end_to_end_on_stand_ins(tmp_path):
-    """pipelines/tang_codecontests: a tiny Llama with a chat template on CodeContests-schema problems, RL with
-    Tang et al.'s LOO pass@k rule in groups of k = 8, every completion graded by running its program in the
-    sandbox; pass@k of 16 samples."""
-    study, params = _run_standin("tang_codecontests", tmp_path / "run", ["loo_pass_at_k"])
-    _check_every_variant_was_evaluated(study, params)
-    assert params["rl"]["num_generations"] == 8 and params["rollouts"]["top_p"] == 0.95
-    pool = pq.read_table(study / "pools" / "loo_pass_at_k.parquet")
-    assert all(r == r for r in pool.column("reward").to_pylist()), "every program graded in the sandbox"
-    config = json.loads((study / "models" / "variants" / "loo_pass_at_k" / "config.json").read_text())
-    assert config["architectures"] == ["LlamaForCausalLM"]
-    test = pq.read_table(study / "data" / "test.parquet").to_pylist()
-    assert all(row["id"].startswith("code_contests-cc-") and row["completion"].startswith("```python") for row in test)
-    report = (study / "reports" / "index.md").read_text()
-    assert "| `loo_pass_at_k` | rl | " in report
+def test_every_stand_in_study_has_its_end_to_end_test():
+    """A new pipelines/<study>/standin.yaml needs its run in tests/test_standin_studies.py."""
+    source = (ROOT / "tests" / "test_standin_studies.py").read_text()
+    missing = [s for s in STANDIN_STUDIES if f"def test_{s}_runs_end_to_end_on_stand_ins(" not in source]
+    assert STANDIN_STUDIES and not missing, missing

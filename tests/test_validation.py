@@ -247,3 +247,27 @@ def test_check_choices_returns_a_tuple_in_the_given_order():
 def test_check_choices_messages(values, message):
     with raises(message):
         check_choices(values, "levels", (1, 2, 3))
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [True, False],
+        np.array([True, False]),
+        ["1", "0"],
+        np.array(["1"]),
+        [0.5, True],
+        np.array([0.5, "x"], dtype=object),
+    ],
+)
+def test_a_reward_vector_of_booleans_or_strings_is_not_numeric(values):
+    """numpy reads True as 1.0 and '1' as 1.0; the package's rule is that neither is a number."""
+    from aligntrain.estimators import max_at_k, mean_and_stderr
+
+    with pytest.raises(ValueError, match=r"^rewards must be numeric: booleans and strings are not numbers here"):
+        max_at_k(values, 1)
+    with pytest.raises(ValueError, match=r"^scores must be numeric"):
+        mean_and_stderr(values)
+    assert max_at_k([1, 0.5, np.float32(0.25)], 3) == 1.0 and mean_and_stderr(np.array([1, 3])) == (2.0, 1.0)
+    with pytest.raises(ValueError, match=r"^correct must be numeric: strings are not numbers here"):
+        check_finite_vector(["1"], "correct")  # flags may be booleans (see above); strings never
