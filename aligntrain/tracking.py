@@ -141,12 +141,7 @@ def end_study_run(run_id: str, status: str = "FINISHED", root: Path = Path("."))
     client = mlflow.MlflowClient()
     parent = client.get_run(run_id)
     # A stage whose machine was lost never closed its child run; the study ending closes it.
-    orphans = client.search_runs(
-        [parent.info.experiment_id],
-        filter_string=f"tags.`mlflow.parentRunId` = '{run_id}' and attributes.status = 'RUNNING'",
-    )
-    for orphan in orphans:
-        client.set_terminated(orphan.info.run_id, status="KILLED")
+    _close_killed(client, parent.info.experiment_id, f"tags.`mlflow.parentRunId` = '{run_id}'")
     client.set_terminated(run_id, status=status)
 
 
@@ -160,17 +155,50 @@ def git_commit(root: Path = Path(".")) -> str:
         return "unknown"
 
 
+def checkout_of(root: Path) -> str:
+    """``host:/path`` of a study folder: which parent runs a new reproduction of it supersedes."""
+    import socket
+
+    return f"{socket.gethostname()}:{root.resolve()}"
+
+
 def start_study_run(study: str, experiment: str, root: Path = Path(".")) -> str:
-    """Create a fresh parent run for a study and return its id."""
+    """Create a fresh parent run for a study and return its id.
+
+    A parent of the same study and folder still RUNNING belongs to a reproduction that was
+    killed (kill -9, a lost machine) before it could close its runs: it and its RUNNING stage
+    runs are closed as KILLED first, so no run stays RUNNING forever. (One reproduction of a
+    folder at a time: the study flow holds its lock.)
+    """
     mlflow = _mlflow(experiment, root)
     client = mlflow.MlflowClient()
     exp = mlflow.get_experiment_by_name(experiment)
+    checkout = checkout_of(root)
+    stale = client.search_runs(
+        [exp.experiment_id],
+        filter_string=f"tags.`aligntrain.role` = 'study' and tags.`aligntrain.study` = '{study}' "
+        f"and tags.`aligntrain.checkout` = '{checkout}' and attributes.status = 'RUNNING'",
+    )
+    for parent in stale:
+        _close_killed(client, exp.experiment_id, f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
+        client.set_terminated(parent.info.run_id, status="KILLED")
     run = client.create_run(
         exp.experiment_id,
         run_name=f"study:{study}",
-        tags={"aligntrain.role": "study", "aligntrain.study": study, "aligntrain.git_commit": git_commit(root)},
+        tags={
+            "aligntrain.role": "study",
+            "aligntrain.study": study,
+            "aligntrain.checkout": checkout,
+            "aligntrain.git_commit": git_commit(root),
+        },
     )
     return run.info.run_id
+
+
+def _close_killed(client, experiment_id: str, selection: str) -> None:
+    """Close the RUNNING runs that ``selection`` (an MLflow filter) picks as KILLED."""
+    for run in client.search_runs([experiment_id], filter_string=f"{selection} and attributes.status = 'RUNNING'"):
+        client.set_terminated(run.info.run_id, status="KILLED")
 
 
 def _parent_run_id(mlflow, study: str, experiment: str, root: Path) -> str:
@@ -337,6 +365,9 @@ def stage_run(
     }
     client = mlflow.MlflowClient()
     experiment_id = mlflow.get_experiment_by_name(experiment).experiment_id
+    # An earlier attempt of this stage under the same parent that is still RUNNING was killed
+    # (kill -9, a lost worker): one attempt of a stage runs at a time, so it is closed now.
+    _close_killed(client, experiment_id, f"tags.`mlflow.parentRunId` = '{parent}' and attributes.run_name = '{name}'")
     run = client.create_run(experiment_id, run_name=name, tags={**tags, "mlflow.parentRunId": parent})
     handle = StageRun(client, run.info.run_id)
     status = "FAILED"

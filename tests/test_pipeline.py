@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -145,6 +146,26 @@ def test_malformed_row_stops_prepare_with_its_id(tmp_path, monkeypatch):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     with pytest.raises(ValueError, match=rows["train"][3]["id"]):
+        run_stage(pipeline.get_stage("prepare"), "params.yaml", str(tmp_path), None, "")
+    assert not (tmp_path / "data").exists()
+
+
+def test_a_duplicated_test_split_stops_prepare_naming_the_rows(tmp_path, monkeypatch):
+    """problem.data_files with the test split written twice: each prompt would be sampled twice as often."""
+    from aligntrain.cli import run_stage
+    from aligntrain.problems import get_problem
+
+    rows = get_problem("arith").generate_splits({"train": 8, "validation": 4, "test": 4}, levels=[1], seed=1)
+    files = {}
+    for split, split_rows in rows.items():
+        files[split] = str(tmp_path / f"{split}.parquet")
+        pd.DataFrame(split_rows * (2 if split == "test" else 1)).to_parquet(files[split])
+    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
+    raw["problem"]["data_files"] = files
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    first = rows["test"][0]["id"]
+    with pytest.raises(ValueError, match=re.escape(f"row id {first!r} is written twice: test row 0 and test row 4")):
         run_stage(pipeline.get_stage("prepare"), "params.yaml", str(tmp_path), None, "")
     assert not (tmp_path / "data").exists()
 

@@ -204,3 +204,45 @@ def test_a_copied_study_logs_its_artifacts_into_its_own_mlruns(tmp_path, monkeyp
     client = mlflow.MlflowClient()
     assert client.get_run(third).info.experiment_id == client.get_run(second).info.experiment_id
     assert client.get_run(first).info.artifact_uri.startswith(str(original)), "the earlier runs stay as they were"
+
+
+def test_runs_left_running_by_kill_9_are_closed_killed_by_the_rerun(store, tmp_path):
+    """A study killed with -9 leaves its parent and its stage RUNNING; the next reproduction closes them KILLED."""
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+
+    parent = tracking.start_study_run("s", "exp", tmp_path)
+    killed = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import os, signal
+            from pathlib import Path
+            from aligntrain import tracking
+            os.environ[tracking.PARENT_ENV] = {parent!r}
+            with tracking.stage_run(study="s", experiment="exp", stage="train", variant="ce", params={{}},
+                                    root=Path({str(tmp_path)!r})):
+                os.kill(os.getpid(), signal.SIGKILL)
+        """)],
+        env=dict(os.environ),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL
+    (stage,) = _runs("attributes.run_name = 'train@ce'")
+    assert (stage.info.status, mlflow.get_run(parent).info.status) == ("RUNNING", "RUNNING"), "what kill -9 leaves"
+
+    # `dvc repro` alone (no new parent): the stage's next attempt closes the killed one.
+    os.environ[tracking.PARENT_ENV] = parent
+    try:
+        with tracking.stage_run(study="s", experiment="exp", stage="train", variant="ce", params={}, root=tmp_path):
+            pass
+    finally:
+        del os.environ[tracking.PARENT_ENV]
+    statuses = sorted(r.info.status for r in _runs("attributes.run_name = 'train@ce'"))
+    assert statuses == ["FINISHED", "KILLED"]
+
+    # A new reproduction of the folder (the flow, scripts/plain_repro.sh) closes the killed parent.
+    other_folder = tracking.start_study_run("s", "exp", tmp_path / "elsewhere")  # another checkout: left alone
+    fresh = tracking.start_study_run("s", "exp", tmp_path)
+    status = {r.info.run_id: r.info.status for r in _runs("tags.`aligntrain.role` = 'study'")}
+    assert status == {parent: "KILLED", other_folder: "RUNNING", fresh: "RUNNING"}

@@ -40,14 +40,24 @@ def generate_rows(params: Params) -> dict[str, list[dict]]:
 
 
 def validate_rows(params: Params, splits: dict[str, Sequence[dict]]) -> None:
-    """Every row well-formed (ValueError naming the row id) and no prompt in two splits."""
+    """Every row well-formed (ValueError naming the row id), every id once, no prompt in two splits.
+
+    Every problem's ids hash the prompt (``validate_row`` checks it), so an id written twice
+    is a prompt written twice: in the test split it would be sampled twice as often and weigh
+    twice in every mean, silently.
+    """
     problem = problem_of(params)
     seen: dict[str, str] = {}
+    ids: dict[str, str] = {}  # id -> "<split> row <number>" where first seen
     for split in SPLITS:
         if not splits.get(split):
             raise ValueError(f"split {split!r} is empty")
-        for row in splits[split]:
+        for number, row in enumerate(splits[split]):
             problem.validate_row(row)
+            where = f"{split} row {number}"
+            first = ids.setdefault(row["id"], where)
+            if first != where:
+                raise ValueError(f"row id {row['id']!r} is written twice: {first} and {where}")
             other = seen.setdefault(row["prompt"], split)
             if other != split:
                 raise ValueError(f"row {row['id']!r}: its prompt is in both {other!r} and {split!r}")
