@@ -427,3 +427,71 @@ def test_explicit_opt_in_runs_with_rlimits_only(no_unshare, contained):
             allow_unsandboxed=True,
             python=python,
         )
+
+
+# ---------------------------------------------------------------- its own edges
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "says"),
+    [
+        ({"timeout_s": float("nan")}, "timeout_s"),
+        ({"timeout_s": float("inf")}, "timeout_s"),
+        ({"timeout_s": 0}, "timeout_s"),
+        ({"timeout_s": -1.0}, "timeout_s"),
+        ({"memory_mb": 0}, "memory_mb must be >= 64, got 0"),
+        ({"memory_mb": 8}, "memory_mb must be >= 64, got 8"),
+        ({"memory_mb": True}, "memory_mb must be an integer, got True"),
+        ({"max_output_bytes": 0}, "max_output_bytes must be >= 1"),
+        ({"max_procs": 0}, "max_procs must be >= 1"),
+        ({"tmp_mb": 2.5}, "tmp_mb must be an integer"),
+        ({"python": "/no/such/python3"}, "python must be the path of an executable interpreter, got '/no/such/python3'"),
+        ({"program": b"print(3)"}, "program must be a str (the program's text), got bytes"),
+        ({"tests": [("1 2", "3", "extra")]}, "tests[0] must be a (stdin, expected stdout) pair of str, got ('1 2', '3', 'extra')"),
+        ({"tests": [("1 2", 3)]}, "tests[0] must be a (stdin, expected stdout) pair of str"),
+        ({"tests": "1 2"}, "tests must be a sequence of (stdin, expected stdout) pairs, got str"),
+    ],
+)  # fmt: skip
+def test_run_tests_checks_its_arguments_naming_each(kwargs, says):
+    """Refused at once with the argument's name: no supervisor starts, no traceback from inside."""
+    call = {"program": ADD, "tests": [("1 2", "3")], **kwargs}
+    start = time.monotonic()
+    with pytest.raises(ValueError) as err:
+        run_tests(call.pop("program"), call.pop("tests"), **call)
+    assert says in str(err.value) and time.monotonic() - start < 1.0
+
+
+def test_text_utf8_cannot_carry_is_the_programs_or_the_tests_failure_not_the_sandboxs(contained):
+    """A lone surrogate: in the program, every test crashes; in one test, that test is not run, the rest are."""
+    results = _run("print(1)  # \udc80", [("", "1"), ("", "1")])
+    assert [r.status for r in results] == ["crashed", "crashed"]
+    assert "the program text cannot be encoded as UTF-8: '\\udc80' at index 12" in results[0].detail
+    assert "allow_unsandboxed" not in results[0].detail and "sandbox" not in results[0].detail
+    results = _run(ADD, [("1 2", "3"), ("1 \ud800", "3"), ("2 2", "4\udfff"), ("5 5", "10")])
+    assert [r.status for r in results] == ["passed", "failed", "failed", "passed"]
+    assert results[1].detail.startswith("not run: test 1's input cannot be encoded as UTF-8")
+    assert results[2].detail.startswith("not run: test 2's expected output cannot be encoded as UTF-8")
+
+
+def test_no_path_of_the_checkout_is_visible_from_inside(contained):
+    """PID 1's command line, the mounts and the links of /proc name nothing of the repository or its venv."""
+    program = f"""
+        import os
+        texts = []
+        for pid in os.listdir("/proc"):
+            for name in ("cmdline", "environ", "mountinfo", "maps"):
+                try:
+                    texts.append(open(f"/proc/{{pid}}/{{name}}", errors="replace").read())
+                except OSError:
+                    pass
+            for name in ("cwd", "exe", "root"):
+                try:
+                    texts.append(os.readlink(f"/proc/{{pid}}/{{name}}"))
+                except OSError:
+                    pass
+        seen = "".join(texts)
+        print(len(texts), {str(REPO)!r} in seen)
+    """
+    res = _one(program, "failed")
+    count, leaked = res.stdout.split()
+    assert int(count) >= 4 and leaked == "False", res.stdout

@@ -91,6 +91,12 @@ def _ro_paths(python: str) -> list[str]:
     return paths
 
 
+@functools.cache
+def _source_of(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
 def _kill_supervisor(proc: subprocess.Popen, isolate: bool) -> None:
     """SIGKILL the supervisor: as PID 1 of the namespace, its death kills everything the
     program started. Kill it, not `unshare` (its parent, which then reaps it and exits):
@@ -150,7 +156,9 @@ def _run(
             "max_procs": max_procs,
             "tmp_mb": tmp_mb,
         }
-        cmd = [sys.executable, "-I", "-S", SUPERVISOR]
+        # PID 1's command line can be read from inside: the resolved interpreter (mounted inside
+        # anyway) and the supervisor's source, so no path of the checkout or its venv shows there.
+        cmd = [os.path.realpath(sys.executable), "-I", "-S", "-c", _source_of(SUPERVISOR)]
         if isolate:
             userns = [] if real_root else ["--user", "--map-root-user"]  # root needs no user namespace
             cmd = [
@@ -265,26 +273,76 @@ def run_tests(
     ``allow_unsandboxed=True`` runs with rlimits only when namespaces are unavailable (a
     warning is issued); without it such a machine gets ``sandbox_error`` results.
     """
-    tests = [(str(i), str(o)) for i, o in tests]
+    limits = _checked_limits(timeout_s, memory_mb, max_output_bytes, max_procs, tmp_mb, python)
+    tests = _checked_tests(program, tests)
     if not tests:
         return []
+    # Text that UTF-8 cannot carry (a lone surrogate) is the program's or that test's fault, not the
+    # sandbox's: such a program crashes every test, such a test is not run; the others run.
+    if why := _unencodable(program):
+        return [TestResult(False, "crashed", 0.0, detail=f"not run: the program text {why}") for _ in tests]
+    unrunnable = {}
+    for index, (stdin_text, expected) in enumerate(tests):
+        for what, text in (("input", stdin_text), ("expected output", expected)):
+            if index not in unrunnable and (why := _unencodable(text)):
+                unrunnable[index] = TestResult(False, "failed", 0.0, detail=f"not run: test {index}'s {what} {why}")
+    runnable = [test for index, test in enumerate(tests) if index not in unrunnable]
+    ran = iter(_run_checked(program, runnable, allow_unsandboxed, limits) if runnable else [])
+    return [unrunnable[index] if index in unrunnable else next(ran) for index in range(len(tests))]
+
+
+#: Below this address-space limit the interpreter cannot start: every test would report "memory".
+MIN_MEMORY_MB = 64
+
+
+def _checked_limits(timeout_s, memory_mb, max_output_bytes, max_procs, tmp_mb, python) -> dict:
+    """``run_tests``'s limits, checked (ValueError naming the argument)."""
+    from aligntrain.validation import check_int, check_real
+
+    if python is not None and not (isinstance(python, str) and os.path.isfile(python) and os.access(python, os.X_OK)):
+        raise ValueError(f"python must be the path of an executable interpreter, got {python!r}")
+    return {
+        "timeout_s": check_real(timeout_s, "timeout_s", low=0, low_open=True, finite=True),
+        "memory_mb": check_int(memory_mb, "memory_mb", MIN_MEMORY_MB),
+        "max_output_bytes": check_int(max_output_bytes, "max_output_bytes", 1),
+        "max_procs": check_int(max_procs, "max_procs", 1),
+        "tmp_mb": check_int(tmp_mb, "tmp_mb", 1),
+        "python": python,
+    }
+
+
+def _checked_tests(program: object, tests: object) -> list[tuple[str, str]]:
+    """``program`` a str and ``tests`` (stdin, expected stdout) pairs of str (ValueError naming which)."""
+    if not isinstance(program, str):
+        raise ValueError(f"program must be a str (the program's text), got {type(program).__name__}")
+    if isinstance(tests, (str, bytes)) or not isinstance(tests, Iterable):
+        raise ValueError(f"tests must be a sequence of (stdin, expected stdout) pairs, got {type(tests).__name__}")
+    checked = []
+    for index, test in enumerate(tests):
+        if not (isinstance(test, (tuple, list)) and len(test) == 2 and all(isinstance(t, str) for t in test)):
+            preview = repr(test) if len(repr(test)) <= 80 else repr(test)[:77] + "..."
+            raise ValueError(f"tests[{index}] must be a (stdin, expected stdout) pair of str, got {preview}")
+        checked.append((test[0], test[1]))
+    return checked
+
+
+def _unencodable(text: str) -> str:
+    """'' if ``text`` encodes as UTF-8, else where it does not."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        return f"cannot be encoded as UTF-8: {text[err.start]!r} at index {err.start} (a lone surrogate)"
+    return ""
+
+
+def _run_checked(program: str, tests: list[tuple[str, str]], allow_unsandboxed: bool, limits: dict):
     isolate = True
     if allow_unsandboxed and (why := _probe()):
         warnings.warn(
             f"aligntrain sandbox unavailable ({why}); running WITHOUT namespaces", RuntimeWarning, stacklevel=2
         )
         isolate = False
-    return _run(
-        program,
-        tests,
-        isolate=isolate,
-        timeout_s=timeout_s,
-        memory_mb=memory_mb,
-        max_output_bytes=max_output_bytes,
-        max_procs=max_procs,
-        tmp_mb=tmp_mb,
-        python=python,
-    )
+    return _run(program, tests, isolate=isolate, **limits)
 
 
 class SandboxPool:
