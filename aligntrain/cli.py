@@ -10,6 +10,7 @@ with a message naming the key, and no MLflow run is created.
 
 from __future__ import annotations
 
+import errno
 import inspect
 import os
 import sys
@@ -79,6 +80,18 @@ def run_stage(stage: pipeline.Stage, params_file: str, root: str, variant: str |
         return _run_tracked(stage, params, paths, root_, variant)
     except StageError as err:
         _fail(f"{stage.name}: {err}")
+    except OSError as err:
+        if err.errno not in _FULL_OR_READ_ONLY:
+            raise
+        # Outputs are written atomically and checkpoints kept until the save: nothing is lost.
+        _fail(
+            f"{stage.name}: {err.strerror}: {err.filename or '(a file of the stage)'}; nothing was lost: "
+            "make room (or make it writable) and run the stage again, it resumes"
+        )
+
+
+#: Disk full, quota exceeded, a read-only file system or folder: the environment's fault, told in one line.
+_FULL_OR_READ_ONLY = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES}
 
 
 def _run_tracked(stage: pipeline.Stage, params, paths, root_: Path, variant: str | None) -> dict:

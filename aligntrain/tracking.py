@@ -27,6 +27,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from aligntrain.errors import StageError
+
 logger = logging.getLogger(__name__)
 
 PARENT_ENV = "ALIGNTRAIN_PARENT_RUN_ID"
@@ -54,8 +56,9 @@ def _mlflow(experiment: str, root: Path):
 
 
 def _sqlite_folder(uri: str) -> Path | None:
-    """The folder of a local SQLite store (``sqlite:///path/mlflow.db``), else None (a server, in memory)."""
-    path = uri.removeprefix("sqlite:///").split("?")[0] if uri.startswith("sqlite:///") else ""
+    """The folder of a local SQLite store (``sqlite:///path/mlflow.db``, ``sqlite:///file:path?mode=ro&uri=true``),
+    else None (a server, in memory)."""
+    path = uri.removeprefix("sqlite:///").split("?")[0].removeprefix("file:") if uri.startswith("sqlite:///") else ""
     return Path(path).resolve().parent if path and path != ":memory:" else None
 
 
@@ -352,7 +355,45 @@ def stage_run(
     params: Mapping[str, Any],
     root: Path = Path("."),
 ) -> Iterator[StageRun]:
-    """A child run of the study's parent run for one stage (and variant)."""
+    """A child run of the study's parent run for one stage (and variant).
+
+    A store that cannot be opened or written (a read-only ``mlflow.db``, a full disk) stops the
+    stage before any work with :class:`TrackingStoreError`, one line naming the store.
+    """
+    # MLflow logs a store's SQL error with its whole traceback before raising it: the one line below says it.
+    store_log = logging.getLogger("mlflow.store.db.utils")
+    level = store_log.level
+    store_log.setLevel(logging.CRITICAL)
+    try:
+        client, run = _open_stage_run(study, experiment, stage, variant, root)
+    except Exception as err:  # noqa: BLE001 - whatever the store raised (SQLAlchemy, MLflow, OS): before any work
+        raise TrackingStoreError(f"MLflow store {tracking_uri(root)} cannot be used: {_first_line(err)}") from err
+    finally:
+        store_log.setLevel(level)
+    handle = StageRun(client, run.info.run_id)
+    status = "FAILED"
+    try:
+        handle.log_params(params)
+        yield handle
+        status = "FINISHED"
+    except KeyboardInterrupt:
+        status = "KILLED"
+        raise
+    finally:
+        handle.end(status)
+
+
+class TrackingStoreError(StageError):
+    """The tracking store cannot be opened or written; nothing of the stage ran."""
+
+
+def _first_line(err: BaseException) -> str:
+    """The first line of an error's message (SQLAlchemy appends the SQL and a link), at most 300 characters."""
+    text = (str(err).strip().splitlines() or [type(err).__name__])[0]
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _open_stage_run(study: str, experiment: str, stage: str, variant: str | None, root: Path):
     mlflow = _mlflow(experiment, root)
     parent = _parent_run_id(mlflow, study, experiment, root)
     name = f"{stage}@{variant}" if variant else stage
@@ -369,14 +410,4 @@ def stage_run(
     # (kill -9, a lost worker): one attempt of a stage runs at a time, so it is closed now.
     _close_killed(client, experiment_id, f"tags.`mlflow.parentRunId` = '{parent}' and attributes.run_name = '{name}'")
     run = client.create_run(experiment_id, run_name=name, tags={**tags, "mlflow.parentRunId": parent})
-    handle = StageRun(client, run.info.run_id)
-    status = "FAILED"
-    try:
-        handle.log_params(params)
-        yield handle
-        status = "FINISHED"
-    except KeyboardInterrupt:
-        status = "KILLED"
-        raise
-    finally:
-        handle.end(status)
+    return client, run

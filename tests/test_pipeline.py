@@ -170,6 +170,50 @@ def test_a_duplicated_test_split_stops_prepare_naming_the_rows(tmp_path, monkeyp
     assert not (tmp_path / "data").exists()
 
 
+def test_a_read_only_tracking_store_is_one_line_before_any_work(tmp_path):
+    """Was: 733 lines of SQLAlchemy traceback. Now one line naming the store, exit 2, nothing written."""
+    import mlflow
+
+    shutil.copy(ROOT / "profiles" / "smoke.yaml", tmp_path / "params.yaml")
+    db = tmp_path / "mlflow.db"
+    mlflow.MlflowClient(f"sqlite:///{db}").search_experiments()  # an initialized store
+    uri = f"sqlite:///file:{db}?mode=ro&uri=true"  # as root, a read-only store is one opened read-only
+    out = _cli(["prepare", "--root", str(tmp_path)], env={"MLFLOW_TRACKING_URI": uri})
+    assert out.returncode == 2
+    errors = [line for line in out.stderr.splitlines() if "INFO mlflow" not in line]
+    assert errors == [
+        f"error: prepare: MLflow store {uri} cannot be used: (sqlite3.OperationalError) attempt to write a "
+        "readonly database"
+    ], out.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mlflow.db", "params.yaml"], "no data, no folders"
+
+
+def test_a_full_disk_is_one_line_naming_the_file(tmp_path, monkeypatch, capsys):
+    """ENOSPC while a stage writes its outputs: one line with the path, exit 2; the outputs stay as they were."""
+    import errno
+
+    import typer
+
+    from aligntrain.cli import run_stage
+    from aligntrain.stages import prepare
+
+    shutil.copy(ROOT / "profiles" / "smoke.yaml", tmp_path / "params.yaml")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    full = tmp_path / "data" / "train.parquet"
+
+    def no_space(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(full))
+
+    monkeypatch.setattr(prepare, "write_outputs", no_space)
+    with pytest.raises(typer.Exit) as stopped:
+        run_stage(pipeline.get_stage("prepare"), "params.yaml", str(tmp_path), None, "")
+    assert stopped.value.exit_code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"error: prepare: No space left on device: {full}; nothing was lost: make room (or make it writable) "
+        "and run the stage again, it resumes"
+    )
+
+
 def test_a_stale_dvc_yaml_is_named(tmp_path):
     """dvc.yaml generated for other variants than study.run: compare stops before work, saying how to fix it."""
     shutil.copy(ROOT / "profiles" / "smoke.yaml", tmp_path / "params.yaml")
