@@ -45,6 +45,7 @@ from tasks.dvc import (  # noqa: E402
     stop_all_stages,
     stopping,
 )
+from tasks.lock import StudyRunning, hold_study_lock  # noqa: E402
 from tasks.server import local_prefect_server  # noqa: E402
 from tasks.tracking import close_study_run, open_study_run  # noqa: E402
 from tasks.workspace import git  # noqa: E402
@@ -281,6 +282,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--start-deadline-s", type=float, default=600.0)
     parser.add_argument("--repo-url", default=None)
     args = parser.parse_args(argv)
+    try:
+        hold_study_lock(Path(args.root).resolve())
+    except StudyRunning as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     runner = ThreadPoolTaskRunner(max_workers=max(args.concurrency, 1))
     run = study_flow.with_options(task_runner=runner)
     kwargs = dict(

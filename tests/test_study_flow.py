@@ -109,3 +109,36 @@ def test_after_a_failure_nothing_new_starts_and_the_failure_is_named(prefect_api
     assert failed == ["b"]
     started = [name for kind, name in recorder.events if kind == "start"]
     assert started == ["a", "b"] and "d" not in started
+
+
+def test_a_second_study_in_the_same_checkout_is_refused_naming_the_first(tmp_path):
+    """Was: the second `make study` died after 22 s in a Prefect migration. Now exit 2 at once, naming the holder;
+    once the holder ends, however it ends, the next study takes the lock."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from tasks.lock import hold_study_lock; from pathlib import Path; "
+         f"hold_study_lock(Path({str(tmp_path)!r})); print('held', flush=True); time.sleep(600)"],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline() == "held\n"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+        env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+        second = subprocess.run(
+            [sys.executable, str(ROOT / "flows" / "study.py"), "--root", str(tmp_path)],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert second.returncode == 2, second.stderr[-2000:]
+        assert f"error: another study is running in {tmp_path}: pid {holder.pid} (-c), since " in second.stderr
+        assert not (tmp_path / "build" / "prefect").exists(), "refused before the study's Prefect server started"
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    from tasks.lock import _held, hold_study_lock
+
+    hold_study_lock(tmp_path)  # kill -9 released it
+    os.close(_held.pop())
