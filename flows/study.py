@@ -26,6 +26,10 @@ from pathlib import Path
 
 # Prefect loads this file by path; the Prefect layer's own modules live beside it.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# A heartbeat every 30 s (Prefect's default is 180 s), as `make worker` sets for stage runs: the
+# automation of `make pools` marks a flow run Crashed after 90 s without one, and the study flow
+# of `make submit` must never look lost while it waits for its stages.
+os.environ.setdefault("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", "30")
 
 from prefect import flow, get_run_logger  # noqa: E402
 from prefect.events.worker import EventsWorker  # noqa: E402

@@ -159,6 +159,24 @@ def _checkpoints(checkout: Path, stage: str) -> list[Path]:
     return list((checkout / "checkpoints").glob(f"{stage}-*/checkpoint-*/trainer_state.json"))
 
 
+def _flow_run_states(api: str, flow: str) -> list[list[str]]:
+    """Each run of ``flow``: the types of its states, oldest first (Prefect's REST API)."""
+    import urllib.request
+
+    def call(path: str, body: dict | None = None):
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(f"{api}{path}", data=data, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            return json.loads(reply.read())
+
+    runs = call("/flow_runs/filter", {"flows": {"name": {"any_": [flow]}}})
+    states = []
+    for run in runs:
+        history = sorted(call(f"/flow_run_states/?flow_run_id={run['id']}"), key=lambda s: s["timestamp"])
+        states.append([state["type"] for state in history])
+    return states
+
+
 @pytest.fixture(scope="module")
 def agents(tmp_path_factory):
     scratch = tmp_path_factory.mktemp("agents")
@@ -242,6 +260,7 @@ def agents(tmp_path_factory):
         finally:
             if study.poll() is None:
                 study.kill()
+        study_states = _flow_run_states(prefect_url, "study")
         yield {
             "scratch": scratch,
             "clones": clones,
@@ -250,6 +269,7 @@ def agents(tmp_path_factory):
             "mlflow": mlflow_url,
             "output": study_log.read_text(),
             "seconds": time.monotonic() - start,
+            "study_states": study_states,
         }
     finally:
         services.stop()
@@ -270,6 +290,13 @@ def test_the_prefect_server_sends_no_telemetry(agents):
     log = (agents["scratch"] / "prefect-server.log").read_text()
     assert "Uvicorn running" in log or "Check out the dashboard" in log or "Configure Prefect" in log
     assert "telemetry" not in log.lower()
+
+
+def test_the_live_study_is_never_marked_crashed(agents):
+    """Was: the zombie automation marked the study flow Crashed while it waited for its stages (its heartbeat came
+    every 180 s, the automation's patience here is 45 s); it must heartbeat like the stages and end Completed."""
+    (states,) = agents["study_states"]
+    assert "CRASHED" not in states and states[-1] == "COMPLETED", states
 
 
 def test_stages_ran_on_both_workers(agents):
