@@ -139,7 +139,7 @@ def study_flow(
     ----------
     root: the submitting checkout (its working tree locally; its HEAD commit on agents).
     study: the study's folder in the checkout: ``.`` (the default study) or ``pipelines/<study>``.
-    concurrency: stages running at the same time.
+    concurrency: stages running at the same time (on agents: in each work pool).
     agents: run each stage on a worker of a work pool instead of in this process.
     cpu_pool / gpu_pool: work pools of the agents; stages that train or sample go to ``gpu_pool``
         when it is set (the study runs on CUDA), everything else to ``cpu_pool``.
@@ -178,18 +178,21 @@ def study_flow(
     status = "FAILED"
     try:
 
+        def pool_of(address: str) -> str:
+            return gpu_pool if gpu_pool and get_stage(stage_name(address)).accelerator else cpu_pool
+
         def submit(address: str):
             if not agents:
                 task = run_stage_in_workspace.with_options(retries=retries, retry_delay_seconds=2)
                 return task.submit(address, str(checkout), study_id, env)
-            pool = gpu_pool if gpu_pool and get_stage(stage_name(address)).accelerator else cpu_pool
+            pool = pool_of(address)
             parameters = dict(
                 stage=address, repo_url=repo_url, commit=commit, study_id=study_id, remote_url=remote_url, env=env
             )
             task = run_stage_on_agent.with_options(retries=retries, retry_delay_seconds=2)
             return task.submit(address, pool, parameters, start_deadline_s)
 
-        failed = _schedule(dispatched, upstream, submit, concurrency, log)
+        failed = _schedule(dispatched, upstream, submit, concurrency, log, lane=pool_of if agents else lambda a: "")
         if failed:
             raise RuntimeError(f"stages failed: {', '.join(failed)}")
         reproduce_from_run_cache(
@@ -215,9 +218,13 @@ def study_flow(
     return {"stages": todo, "study_id": study_id, "agents": agents}
 
 
-def _schedule(todo: list[str], upstream: dict[str, set[str]], submit, concurrency: int, log) -> list[str]:
-    """Start each stage once its upstream stages are done, at most ``concurrency`` at a time.
+def _schedule(
+    todo: list[str], upstream: dict[str, set[str]], submit, concurrency: int, log, lane=lambda address: ""
+) -> list[str]:
+    """Start each stage once its upstream stages are done, at most ``concurrency`` at a time in each lane.
 
+    On agents a stage's lane is its work pool, so stages queued behind a busy gpu worker never hold
+    the slots of cpu stages that a cpu worker could run now; locally there is one lane.
     After a failure nothing new starts; the stages already running finish. Returns the failed stages.
     """
     waiting = list(todo)  # topological order: earlier stages first among those ready
@@ -226,9 +233,10 @@ def _schedule(todo: list[str], upstream: dict[str, set[str]], submit, concurrenc
     while (waiting and not failed) or running:
         pending = set(waiting) | set(running.values())
         for address in list(waiting):
-            if failed or len(running) >= concurrency:
+            if failed:
                 break
-            if not upstream[address] & pending:
+            busy = sum(1 for other in running.values() if lane(other) == lane(address))
+            if busy < concurrency and not upstream[address] & pending:
                 running[submit(address)] = address
                 waiting.remove(address)
                 pending = set(waiting) | set(running.values())
@@ -291,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     except StudyRunning as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    runner = ThreadPoolTaskRunner(max_workers=max(args.concurrency, 1))
+    # On agents each work pool has `concurrency` slots (see _schedule); a thread only waits on its stage.
+    runner = ThreadPoolTaskRunner(max_workers=max(args.concurrency, 1) * (2 if args.agents else 1))
     run = study_flow.with_options(task_runner=runner)
     kwargs = dict(
         root=args.root,

@@ -2,7 +2,8 @@
 
 The study flow waits on each run. A stage whose pool has no online worker is
 never left waiting silently: the task logs that no worker is online, and fails
-the stage when the run has not started by ``start_deadline_s``.
+the stage when no worker of its pool has been online for ``start_deadline_s``
+while it waited. A stage queued behind busy workers waits its turn and says so.
 """
 
 from __future__ import annotations
@@ -56,17 +57,29 @@ def run_stage_on_agent(stage: str, pool: str, parameters: dict, start_deadline_s
         f"{STAGE_FLOW}/{pool}", parameters=parameters, timeout=0, as_subflow=False, flow_run_name=f"{stage}"
     )
     log.info("stage %s submitted to pool %r as flow run %s", stage, pool, run.id)
-    started = time.monotonic()
+    # The deadline counts only time with no worker of the pool online: a stage queued behind a
+    # busy worker waits its turn, however long, and says so once.
+    alone_since: float | None = None
+    said_queued = False
     while True:
         state, message = _state(run.id)
         if state == "COMPLETED":
             return stage
         if state in ("FAILED", "CRASHED", "CANCELLED", "CANCELLING"):
             raise RuntimeError(f"stage {stage} ended {state} on pool {pool!r}: {message}")
-        if state in ("SCHEDULED", "PENDING") and time.monotonic() - started > start_deadline_s:
-            _cancel(run.id)
-            raise NoWorker(
-                f"stage {stage}: no worker of work pool {pool!r} started it within {start_deadline_s:.0f} s "
-                f"({_online_workers(pool)} online); start one with `make worker POOL={pool}`"
-            )
+        if state in ("SCHEDULED", "PENDING"):
+            online = _online_workers(pool)
+            if online:
+                alone_since = None
+                if not said_queued:
+                    log.info("stage %s is queued in pool %r behind busy workers (%d online)", stage, pool, online)
+                    said_queued = True
+            else:
+                alone_since = alone_since if alone_since is not None else time.monotonic()
+                if time.monotonic() - alone_since > start_deadline_s:
+                    _cancel(run.id)
+                    raise NoWorker(
+                        f"stage {stage}: no worker of work pool {pool!r} was online for {start_deadline_s:.0f} s "
+                        f"while it waited; start one with `make worker POOL={pool}`"
+                    )
         time.sleep(poll_s)

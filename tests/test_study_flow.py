@@ -142,3 +142,55 @@ def test_a_second_study_in_the_same_checkout_is_refused_naming_the_first(tmp_pat
 
     hold_study_lock(tmp_path)  # kill -9 released it
     os.close(_held.pop())
+
+
+def test_on_agents_each_pool_has_its_own_slots(prefect_api):
+    """Was: four slots held by gpu stages queued in the gpu pool, the cpu worker idle for 35 min while cpu stages
+    were ready. Each lane (work pool) now has `concurrency` slots of its own."""
+    recorder = Recorder()
+    stage_task = task(recorder.stage, name="fake-stage")
+    # b and c are gpu stages (slow, queued); e is a cpu stage ready from the start.
+    lane = {"a": "cpu", "b": "gpu", "c": "gpu", "d": "cpu", "e": "cpu"}.__getitem__
+
+    @flow(task_runner=ThreadPoolTaskRunner(max_workers=4))
+    def schedule_flow() -> list[str]:
+        import logging
+
+        return _schedule(ORDER, UPSTREAM, lambda n: stage_task.submit(n), 1, logging.getLogger("t"), lane=lane)
+
+    assert schedule_flow() == []
+    starts = [name for kind, name in recorder.events if kind == "start"]
+    first_gpu_end = next(i for i, (kind, name) in enumerate(recorder.events) if kind == "end" and lane(name) == "gpu")
+    assert ("start", "e") in recorder.events[:first_gpu_end], "the cpu stage did not wait for the gpu lane"
+    assert recorder.peak == 2 and sorted(starts) == sorted(ORDER)
+
+
+def test_a_stage_queued_behind_a_busy_worker_is_not_failed_at_the_deadline(monkeypatch):
+    """Was: the 10-min start deadline counted time queued behind a busy worker, and the message said to start a
+    worker while one was online. Now only time with no worker online counts, and the wait is named."""
+    import logging
+    import types
+
+    from tasks import agents
+
+    clock = {"t": 0.0}
+    states = iter(["SCHEDULED"] * 6 + ["RUNNING", "COMPLETED"])
+    online = iter([1, 1, 1, 1, 1, 1])  # one worker, busy with another stage, the whole time
+    monkeypatch.setattr(agents, "get_run_logger", lambda: logging.getLogger("t"))
+    monkeypatch.setattr(agents, "run_deployment", lambda *a, **k: types.SimpleNamespace(id="r1"))
+    monkeypatch.setattr(agents, "_state", lambda run_id: (next(states), ""))
+    monkeypatch.setattr(agents, "_online_workers", lambda pool: next(online, 1))
+    monkeypatch.setattr(agents.time, "monotonic", lambda: clock["t"])
+    monkeypatch.setattr(agents.time, "sleep", lambda s: clock.__setitem__("t", clock["t"] + 100.0))
+    assert agents.run_stage_on_agent.fn("train@ce", "gpu", {}, start_deadline_s=60.0) == "train@ce"
+
+    # No worker online at all: the deadline still fails the stage, and says why.
+    clock["t"] = 0.0
+    states = iter(["SCHEDULED"] * 10)
+    monkeypatch.setattr(agents, "_state", lambda run_id: (next(states), ""))
+    monkeypatch.setattr(agents, "_online_workers", lambda pool: 0)
+    cancelled = []
+    monkeypatch.setattr(agents, "_cancel", cancelled.append)
+    with pytest.raises(agents.NoWorker, match=r"no worker of work pool 'gpu' was online for 60 s while it waited"):
+        agents.run_stage_on_agent.fn("train@ce", "gpu", {}, start_deadline_s=60.0)
+    assert cancelled == ["r1"]
