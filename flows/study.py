@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", "30")
 
 from prefect import flow, get_run_logger  # noqa: E402
+from prefect.exceptions import TerminationSignal  # noqa: E402
 from prefect.events.worker import EventsWorker  # noqa: E402
 from prefect.futures import as_completed  # noqa: E402
 from prefect.logging.handlers import APILogWorker  # noqa: E402
@@ -200,8 +201,9 @@ def study_flow(
         )
         status = "FINISHED"
         shutil.rmtree(checkout / "build" / "workspaces" / study_id, ignore_errors=True)
-    except KeyboardInterrupt:
-        # Ctrl-C: stop the stages (each in a session of its own), then close the parent run
+    except (KeyboardInterrupt, TerminationSignal):
+        # Ctrl-C, or SIGTERM (which Prefect's engine turns into TerminationSignal while the flow
+        # runs): stop the stages (each in a session of its own), then close the parent run
         # directly rather than through a task, and leave no workspace behind.
         status = "KILLED"
         stop_all_stages()
@@ -272,14 +274,18 @@ def _agent_settings(checkout: Path, repo_url: str | None) -> tuple[str, str, str
 
 
 def _interrupt(signum, frame) -> None:
-    """Ctrl-C: stop every stage first, then interrupt the flow.
+    """Ctrl-C or SIGTERM: stop every stage first, then interrupt the flow.
 
     The stages stop here, in the handler, because the KeyboardInterrupt that follows can land
     inside the flow engine's own code, which may record it as a failed task and go on (seen
     under load: the study then ran to its end). Once stopping, no new stage starts.
     """
     stop_all_stages()
+    _signals.append(signum)
     raise KeyboardInterrupt
+
+
+_signals: list[int] = []  # the signals that stopped the study (SIGINT, SIGTERM)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -314,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         repo_url=args.repo_url,
     )
     signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill`, a scheduler's stop: ends the study as Ctrl-C does
     if os.environ.get("PREFECT_API_URL"):
         run(**kwargs)
         return 0
@@ -321,10 +328,12 @@ def main(argv: list[str] | None = None) -> int:
         try:
             run(**kwargs)
         except BaseException as err:
-            if not (isinstance(err, KeyboardInterrupt) or stopping()):
+            if not (isinstance(err, (KeyboardInterrupt, TerminationSignal)) or stopping()):
                 raise
+            if isinstance(err, TerminationSignal):
+                _signals.append(signal.SIGTERM)
             print("study interrupted: re-run the same command to resume", file=sys.stderr)
-            return 130
+            return 128 + (_signals[0] if _signals else signal.SIGINT)
         finally:
             # Logs and events still queued go to the server before it stops, not into retries.
             APILogWorker.drain_all(timeout=10)
