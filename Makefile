@@ -98,6 +98,8 @@ pools: venv                   ## the cpu and gpu process work pools, and the aut
 
 deploy: venv                  ## the deployments of prefect.yaml (study/default, stage/cpu, stage/gpu)
 	prefect --no-prompt deploy --all
+	@echo "Start the workers with 'make worker POOL=gpu' and 'make worker POOL=cpu', not 'prefect worker start':"
+	@echo "make worker also sets the checkout, the stage environment and the 30 s heartbeat the pools' automation expects."
 
 worker: venv                  ## a worker of POOL in this checkout; one stage at a time, on GPU number GPU
 	ALIGNTRAIN_CHECKOUT=$(CURDIR) ALIGNTRAIN_STAGE_BIN=$(STAGE_BIN) CUDA_VISIBLE_DEVICES=$(GPU) \
