@@ -57,10 +57,10 @@ class StudyConfig(_Section):
 
     @field_validator("name", "experiment")
     @classmethod
-    def _not_blank(cls, value: str, info: ValidationInfo) -> str:
+    def _not_blank(cls, value: str) -> str:
         # MLflow refuses an empty experiment name only when the first stage logs, minutes in.
         if not value.strip():
-            raise ValueError(f"study.{info.field_name} must not be empty")
+            raise ValueError("must not be empty")  # the key is prefixed: "study.experiment: must not be empty"
         return value
 
 

@@ -63,8 +63,8 @@ def test_study_run_selects_from_the_catalog():
         (lambda r: r["study"].update(run=["ce"]), "diagnostics.oracle.variant 'warmup' is not in study.run"),
         (lambda r: r["diagnostics"]["oracle"].update(rules=["ce"]), "diagnostics.oracle.rules: 'ce' is not an RL"),
         (lambda r: r["diagnostics"]["oracle"].update(group_sizes=[1, 8]), "diagnostics.oracle.group_sizes"),
-        (lambda r: r["study"].update(experiment=""), "study.experiment must not be empty"),
-        (lambda r: r["study"].update(name="  "), "study.name must not be empty"),
+        (lambda r: r["study"].update(experiment=""), "study.experiment: must not be empty"),
+        (lambda r: r["study"].update(name="  "), "study.name: must not be empty"),
         (
             lambda r: r["diagnostics"].update(budgets=[4, 4096]),
             f"diagnostics.budgets [4096] exceed rollouts.samples_per_prompt ({RAW['rollouts']['samples_per_prompt']})",
