@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", "30")
 
 from prefect import flow, get_run_logger  # noqa: E402
-from prefect.exceptions import TerminationSignal  # noqa: E402
 from prefect.events.worker import EventsWorker  # noqa: E402
+from prefect.exceptions import TerminationSignal  # noqa: E402
 from prefect.futures import as_completed  # noqa: E402
 from prefect.logging.handlers import APILogWorker  # noqa: E402
 from prefect.settings import PREFECT_API_URL, temporary_settings  # noqa: E402
