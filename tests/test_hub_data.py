@@ -773,6 +773,7 @@ def test_prepare_stage_reads_gsm8k_from_local_parquet(tmp_path, monkeypatch):
         },
     }
     raw["rl"]["batch_size"] = 3 * raw["rl"]["num_generations"]  # a step of RL fits the 3 training prompts
+    raw["diagnostics"]["oracle"]["prompts"] = 2  # the oracle probes at most the 2 test prompts
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     metrics = run_stage(pipeline.get_stage("prepare"), "params.yaml", str(tmp_path), None, "")

@@ -44,24 +44,69 @@ def _procs() -> dict[int, tuple[str, str, int, str]]:
     return out
 
 
-def _sandbox_dirs() -> set[str]:
-    return {p for p in os.listdir("/tmp") if p.startswith("aligntrain-sandbox-")}
+def _other_workers() -> set[int]:
+    """The other pytest-xdist workers (this worker's siblings under the pytest master), or nothing when
+    pytest runs alone: under `make test` a second worker runs sandboxed programs of its own meanwhile."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return set()
+    siblings = set()
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if parent == os.getppid() and int(entry) != os.getpid():
+            siblings.add(int(entry))
+    return siblings
+
+
+def _ancestors(pid: int) -> set[int]:
+    chain = set()
+    while pid > 1 and pid not in chain:
+        chain.add(pid)
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            break
+    return chain
 
 
 @pytest.fixture
-def contained():
-    """Check, after the test body, that the sandbox left no processes and no directories."""
-    before, dirs = _procs(), _sandbox_dirs()
+def contained(monkeypatch):
+    """Check, after the test body, that the sandbox left no processes and no directories.
+
+    The directories are those this test's sandbox calls made (recorded as they are made), and the
+    processes those not started by another xdist worker: the check holds with a second worker running
+    sandboxed programs at the same time."""
+    before = _procs()
     namespaces = {ns for _, ns, _, _ in before.values()}
+    made: list[str] = []
+    real_mkdtemp = sandbox.tempfile.mkdtemp
+
+    def recording_mkdtemp(*args, **kwargs):
+        made.append(real_mkdtemp(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(sandbox.tempfile, "mkdtemp", recording_mkdtemp)
     yield
-    left = []
-    for pid, (start, ns, uid, cmd) in _procs().items():
-        if before.get(pid, (None,))[0] == start:
-            continue  # existed before the run
-        if ns not in namespaces or uid == sandbox.SANDBOX_ID or "prog.py" in cmd or "aligntrain-sandbox-" in cmd:
-            left.append((pid, ns, uid, cmd))
+
+    def leftovers() -> list[tuple]:
+        others, found = _other_workers(), []
+        for pid, (start, ns, uid, cmd) in _procs().items():
+            if before.get(pid, (None,))[0] == start or _ancestors(pid) & others:
+                continue  # existed before the run, or another worker's
+            if ns not in namespaces or uid == sandbox.SANDBOX_ID or "prog.py" in cmd or "aligntrain-sandbox-" in cmd:
+                found.append((pid, start, ns, uid, cmd))
+        return found
+
+    left = leftovers()
+    if left:  # a process of the other worker caught while it starts or exits is gone a moment later
+        time.sleep(1.0)
+        left = [proc for proc in leftovers() if proc in left]
     assert left == [], f"processes survived the sandbox: {left}"
-    assert _sandbox_dirs() - dirs == set(), "a sandbox directory was not removed"
+    assert [d for d in made if os.path.exists(d)] == [], "a sandbox directory was not removed"
 
 
 def _run(program: str, tests=(("", ""),), *, max_s: float = 20.0, **kw) -> list[TestResult]:
