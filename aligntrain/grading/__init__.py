@@ -106,6 +106,7 @@ zero or not finite is class ``None`` (a wrong answer), never an exception.
 from __future__ import annotations
 
 import functools
+import logging
 from dataclasses import dataclass
 
 from aligntrain.grading.parser import (
@@ -180,7 +181,15 @@ def extract_answer(completion: str, max_chars: int = 2000) -> str | None:
     return answer or None
 
 
-def canonical_answer(text: str | None, timeout_s: float = 0.5, *, scope: str = "number") -> str | None:
+logger = logging.getLogger(__name__)
+
+#: The safety-net deadline of one answer, in seconds of the grading thread's CPU time. The bounds decide:
+#: the slowest answer they let through takes ~0.25 s here (tests/test_verify.py); 2 s leaves a margin
+#: that a loaded or slower machine does not use up, so no answer's class depends on the machine.
+DEADLINE_S = 2.0
+
+
+def canonical_answer(text: str | None, timeout_s: float = DEADLINE_S, *, scope: str = "number") -> str | None:
     """The answer class of ``text`` (see the module docstring), or None.
 
     ``scope`` [choice]: ``"number"`` (the default) gives a class only to real
@@ -217,6 +226,8 @@ def canonical_answer(text: str | None, timeout_s: float = 0.5, *, scope: str = "
     try:
         parsed = _parse_cached(text, timeout_s)
     except DeadlineExceeded:
+        # The bounds should make this unreachable: say so, so that a missing bound is found.
+        logger.warning("grading stopped at its %.2g s deadline (the bounds let it through): %.80r", timeout_s, text)
         return None
     if parsed is None or parsed[0] not in SCOPES[scope]:
         return None

@@ -35,7 +35,7 @@ Splitting a complex number into real and imaginary parts multiplies each denomin
 its conjugate, so the work grows with the terms over it and the square of the sum's: on a
 2.5 GHz Xeon, 0.01 s for ``1/(i+\\sqrt{2})^2`` (1 × 3²), 0.06 s for a 6-term denominator
 (1 × 6²), 0.26 s at 3 × 6², 0.54 s at 20 × 4² and 1.7 s at 1 × 36²
-(``1/(i+\\sqrt[7]{2}+\\sqrt[5]{3})^7``), against the 0.5 s deadline. A bound on the
+(``1/(i+\\sqrt[7]{2}+\\sqrt[5]{3})^7``), against a deadline of 0.5 s then. A bound on the
 structure, not on the clock, so that an answer gets the same class on every machine and
 under any load; the deadline stays a safety net.
 """
