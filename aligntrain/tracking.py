@@ -143,9 +143,7 @@ def end_study_run(run_id: str, status: str = "FINISHED", root: Path = Path("."))
     mlflow.set_tracking_uri(tracking_uri(root))
     client = mlflow.MlflowClient()
     parent = client.get_run(run_id)
-    # A stage whose machine was lost never closed its child run; the study ending closes it.
-    _close_killed(client, parent.info.experiment_id, f"tags.`mlflow.parentRunId` = '{run_id}'")
-    client.set_terminated(run_id, status=status)
+    _close_study(client, parent.info.experiment_id, run_id, status)
 
 
 def git_commit(root: Path = Path(".")) -> str:
@@ -183,8 +181,7 @@ def start_study_run(study: str, experiment: str, root: Path = Path(".")) -> str:
         f"and tags.`aligntrain.checkout` = '{checkout}' and attributes.status = 'RUNNING'",
     )
     for parent in stale:
-        _close_killed(client, exp.experiment_id, f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
-        client.set_terminated(parent.info.run_id, status="KILLED")
+        _close_study(client, exp.experiment_id, parent.info.run_id, "KILLED")
     run = client.create_run(
         exp.experiment_id,
         run_name=f"study:{study}",
@@ -196,6 +193,13 @@ def start_study_run(study: str, experiment: str, root: Path = Path(".")) -> str:
         },
     )
     return run.info.run_id
+
+
+def _close_study(client, experiment_id: str, run_id: str, status: str) -> None:
+    """Close a study's parent run with ``status``; a stage run it left RUNNING (its machine lost,
+    the study killed) is closed as KILLED first."""
+    _close_killed(client, experiment_id, f"tags.`mlflow.parentRunId` = '{run_id}'")
+    client.set_terminated(run_id, status=status)
 
 
 def _close_killed(client, experiment_id: str, selection: str) -> None:

@@ -35,6 +35,7 @@ __all__ = [
     "check_probability",
     "check_real",
     "is_int",
+    "preview",
 ]
 
 
@@ -141,7 +142,7 @@ def check_finite_vector(values: ArrayLike, name: str, *, booleans: bool = True) 
     """
     if _holds_non_numbers(values, booleans):
         kinds = "strings" if booleans else "booleans and strings"
-        raise ValueError(f"{name} must be numeric: {kinds} are not numbers here, got {_preview(values)}")
+        raise ValueError(f"{name} must be numeric: {kinds} are not numbers here, got {preview(values)}")
     try:
         array = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError) as error:
@@ -168,7 +169,8 @@ def _holds_non_numbers(values: object, booleans: bool) -> bool:
     return isinstance(values, Iterable) and any(isinstance(v, refused) for v in values)
 
 
-def _preview(values: object) -> str:
+def preview(values: object) -> str:
+    """``repr(values)``, cut to 80 characters: an offending value quoted in a message."""
     text = repr(values)
     return text if len(text) <= 80 else text[:77] + "..."
 

@@ -313,6 +313,8 @@ def _checked_limits(timeout_s, memory_mb, max_output_bytes, max_procs, tmp_mb, p
 
 def _checked_tests(program: object, tests: object) -> list[tuple[str, str]]:
     """``program`` a str and ``tests`` (stdin, expected stdout) pairs of str (ValueError naming which)."""
+    from aligntrain.validation import preview
+
     if not isinstance(program, str):
         raise ValueError(f"program must be a str (the program's text), got {type(program).__name__}")
     if isinstance(tests, (str, bytes)) or not isinstance(tests, Iterable):
@@ -320,8 +322,7 @@ def _checked_tests(program: object, tests: object) -> list[tuple[str, str]]:
     checked = []
     for index, test in enumerate(tests):
         if not (isinstance(test, (tuple, list)) and len(test) == 2 and all(isinstance(t, str) for t in test)):
-            preview = repr(test) if len(repr(test)) <= 80 else repr(test)[:77] + "..."
-            raise ValueError(f"tests[{index}] must be a (stdin, expected stdout) pair of str, got {preview}")
+            raise ValueError(f"tests[{index}] must be a (stdin, expected stdout) pair of str, got {preview(test)}")
         checked.append((test[0], test[1]))
     return checked
 
