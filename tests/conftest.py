@@ -1,8 +1,12 @@
-"""Shared fixtures: a tiny tokenizer/model pair and small arith rows."""
+"""Shared fixtures: a tiny tokenizer/model pair and small arith rows, the commands' PATH, the smoke reference."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,6 +15,81 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 torch.set_num_threads(1)
+
+
+TESTS = Path(__file__).resolve().parent
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="session", autouse=True)
+def stage_commands(request, tmp_path_factory, worker_id):
+    """The tests' commands: this environment's ``aligntrain`` and ``dvc`` first on PATH.
+
+    In a run with end-to-end (slow) tests, the warm stage host's shim comes before them
+    (tests/stagehost.py): stages then start in a second instead of ten. One host serves every
+    pytest-xdist worker; ``STAGEHOST=0`` runs every stage as a fresh process instead. A test whose
+    subject is the processes themselves drops ``STAGEHOST_SOCKET`` from its commands' environment."""
+    sys.path.insert(0, str(TESTS))
+    import stagehost
+
+    path = os.environ["PATH"]
+    os.environ["PATH"] = f"{BIN}{os.pathsep}{path}"
+    slow = any(item.get_closest_marker("slow") for item in request.session.items)
+    if slow and os.environ.get("STAGEHOST", "1") != "0":
+        from filelock import FileLock
+
+        shared = _shared_temp(tmp_path_factory, worker_id)
+        with FileLock(str(shared / "stagehost.lock")):
+            address = _stage_host(shared, owner=os.getpid() if worker_id == "master" else os.getppid())
+        shim = stagehost.write_shim(str(shared / "stagehost-bin"))
+        os.environ[stagehost.SOCKET_ENV] = address
+        os.environ["PATH"] = f"{shim}{os.pathsep}{BIN}{os.pathsep}{path}"
+    yield
+    os.environ["PATH"] = path
+    os.environ.pop(stagehost.SOCKET_ENV, None)
+
+
+def _shared_temp(tmp_path_factory, worker_id) -> Path:
+    """The base temporary folder of the pytest run, the same for every xdist worker."""
+    base = tmp_path_factory.getbasetemp()
+    return base if worker_id == "master" else base.parent
+
+
+def _stage_host(shared: Path, owner: int) -> str:
+    """The socket of the run's stage host, started by the first worker that asks; it ends with ``owner``."""
+    record = shared / "stagehost.address"
+    if record.is_file():
+        return record.read_text()
+    import tempfile
+
+    address = os.path.join(tempfile.mkdtemp(prefix="aligntrain-stagehost-"), "socket")  # short: AF_UNIX limit
+    subprocess.Popen(
+        [sys.executable, str(TESTS / "stagehost.py"), address, str(owner), str(shared / "stagehost.log")],
+        stdin=subprocess.DEVNULL,
+        stdout=open(shared / "stagehost.out", "w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 30
+    while not os.path.exists(address) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    record.write_text(address)
+    return address
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """How many stage commands the stage host served, and why any ran as fresh processes."""
+    factory = getattr(config, "_tmp_path_factory", None)
+    if factory is None or hasattr(config, "workerinput"):
+        return
+    log = factory.getbasetemp() / "stagehost.log"
+    if log.is_file():
+        lines = log.read_text().splitlines()
+        served = sum(line.startswith("served ") for line in lines)
+        fallbacks = [line for line in lines if line.startswith("fallback ")]
+        terminalreporter.write_line(f"stage host: {served} stage commands served, {len(fallbacks)} run fresh")
+        for line in [*[x for x in lines if x.startswith("host ")], *fallbacks[:10]]:
+            terminalreporter.write_line(f"  {line}")
 
 
 @pytest.fixture(scope="session")
@@ -43,7 +122,7 @@ def plain_smoke_study(tmp_path_factory, worker_id):
     """
     from filelock import FileLock
 
-    shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+    shared = _shared_temp(tmp_path_factory, worker_id)
     study = shared / "plain-smoke" / "study"
     with FileLock(str(shared / "plain-smoke.lock")):
         if not (study / "reports" / "compare.json").is_file():
@@ -53,15 +132,11 @@ def plain_smoke_study(tmp_path_factory, worker_id):
 
 def _build_plain_smoke_study(study):
     import shutil
-    import subprocess
-    import sys
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = TESTS.parent
     shutil.rmtree(study.parent, ignore_errors=True)  # a half-built study of an interrupted worker
     study.parent.mkdir(parents=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "ALIGNTRAIN_", "PREFECT_"))}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     out = subprocess.run(
         [str(root / "scripts" / "run_profile.sh"), str(root / "profiles" / "smoke.yaml"), str(study), "--plain"],
         cwd=root,

@@ -56,7 +56,6 @@ def _wait_http(url: str, proc: subprocess.Popen, log: Path, timeout_s: float = 1
 
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "ALIGNTRAIN_", "PREFECT_"))}
-    env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"
     return {**env, **extra}
 
 

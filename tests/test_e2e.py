@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow
 
 
 def _run(cmd: list[str], cwd: Path, scratch: Path, timeout: int = 900) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    env = dict(os.environ)
     for var in ("MLFLOW_TRACKING_URI", "ALIGNTRAIN_PARENT_RUN_ID", "PREFECT_API_URL"):
         env.pop(var, None)
     env["PREFECT_HOME"] = str(scratch / "prefect-home")
@@ -166,7 +166,8 @@ def flow_study(tmp_path_factory) -> dict:
     study = scratch / "study"
     home = str(scratch / "prefect-home")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "ALIGNTRAIN_", "PREFECT_"))}
-    env.update(PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", PREFECT_HOME=home)
+    env.pop("STAGEHOST_SOCKET", None)  # its subject is the processes: each stage a fresh one
+    env["PREFECT_HOME"] = home
     run = subprocess.Popen(
         [str(ROOT / "scripts" / "run_profile.sh"), str(profile), str(study)],
         cwd=ROOT,

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _run_standin(study: str, dest: Path, run: list[str]) -> tuple[Path, dict]:
     """``scripts/run_standin.py pipelines/<study> DEST --micro --run ...`` to its end: the study's folder, params."""
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env = dict(os.environ)  # PATH: tests/conftest.py's stage_commands
     command = [sys.executable, str(ROOT / "scripts" / "run_standin.py"), f"pipelines/{study}", str(dest)]
     done = subprocess.run(
         [*command, "--micro", "--run", ",".join(run)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
