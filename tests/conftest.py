@@ -77,6 +77,36 @@ def _stage_host(shared: Path, owner: int) -> str:
     return address
 
 
+GPU_SET_TEST = "test_the_gpu_set_resolves_with_pips_resolver"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def gpu_set_resolving(request, tmp_path_factory, worker_id):
+    """``scripts/check_gpu_env.sh`` started in the background at the run's first test, where its test
+    (test_gpu_env.py) is selected: pip's resolver mostly waits on the package index (about 105 s,
+    40 s of it CPU), so the wait overlaps the CPU-bound tests. The folder of its ``gpu-resolve.log``
+    and ``gpu-resolve.rc`` (the exit status, written last)."""
+    if not any(item.name == GPU_SET_TEST for item in request.session.items):
+        return None
+    from filelock import FileLock
+
+    shared = _shared_temp(tmp_path_factory, worker_id)
+    with FileLock(str(shared / "gpu-resolve.lock")):
+        if not (shared / "gpu-resolve.started").exists():
+            subprocess.Popen(
+                ["bash", "-c", 'bash scripts/check_gpu_env.sh > "$1" 2>&1; echo $? > "$2.tmp"; mv "$2.tmp" "$2"', "-"]
+                + [str(shared / "gpu-resolve.log"), str(shared / "gpu-resolve.rc")],
+                cwd=TESTS.parent,
+                env={**os.environ, "PYTHON": sys.executable},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            (shared / "gpu-resolve.started").touch()
+    return shared
+
+
 def pytest_terminal_summary(terminalreporter, config):
     """How many stage commands the stage host served, and why any ran as fresh processes."""
     factory = getattr(config, "_tmp_path_factory", None)
