@@ -17,6 +17,7 @@ checkout reproduces the whole pipeline from the run-cache, so it ends with the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import signal
@@ -42,7 +43,7 @@ from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 from aligntrain import tracking  # noqa: E402
 from aligntrain.paths import CHECKPOINT_ROOT_ENV  # noqa: E402
 from aligntrain.pipeline import get_stage  # noqa: E402
-from tasks.agents import run_stage_on_agent  # noqa: E402
+from tasks.agents import cancel_submitted, run_stage_on_agent  # noqa: E402
 from tasks.dvc import (  # noqa: E402
     check_remote,
     reproduce_from_run_cache,
@@ -207,6 +208,7 @@ def study_flow(
         # directly rather than through a task, and leave no workspace behind.
         status = "KILLED"
         stop_all_stages()
+        cancel_submitted()
         shutil.rmtree(checkout / "build" / "workspaces" / study_id, ignore_errors=True)
         raise
     finally:
@@ -281,6 +283,7 @@ def _interrupt(signum, frame) -> None:
     under load: the study then ran to its end). Once stopping, no new stage starts.
     """
     stop_all_stages()
+    cancel_submitted()  # on agents: the stage runs on workers stop too
     _signals.append(signum)
     raise KeyboardInterrupt
 
@@ -321,10 +324,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)  # `kill`, a scheduler's stop: ends the study as Ctrl-C does
-    if os.environ.get("PREFECT_API_URL"):
-        run(**kwargs)
-        return 0
-    with local_prefect_server(Path(args.root).resolve()) as url, temporary_settings({PREFECT_API_URL: url}):
+    with contextlib.ExitStack() as server:
+        if not os.environ.get("PREFECT_API_URL"):  # else a server of the user's (agents): theirs to run
+            url = server.enter_context(local_prefect_server(Path(args.root).resolve()))
+            server.enter_context(temporary_settings({PREFECT_API_URL: url}))
         try:
             run(**kwargs)
         except BaseException as err:

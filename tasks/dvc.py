@@ -71,6 +71,10 @@ def stop_all_stages(grace_s: float = 10.0) -> None:
     _stopping.set()
     with _live_lock:
         procs = list(_live)
+    _stop(procs, grace_s)
+
+
+def _stop(procs: list[subprocess.Popen], grace_s: float) -> None:
     for proc in procs:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGINT)
@@ -116,6 +120,12 @@ def run_dvc(args: list[str], cwd: Path, env: Mapping[str, str] | None = None, lo
                 last_progress = time.monotonic()
             log.info("%s", line)
         proc.wait()
+    except BaseException:
+        # The caller was interrupted: Ctrl-C, or on an agent the worker's SIGTERM when the study
+        # cancels the stage's flow run. DVC runs in a session of its own, so it must be stopped
+        # here, or the stage would go on computing for a study that no longer waits for it.
+        _stop([proc], grace_s=10.0)
+        raise
     finally:
         with _live_lock:
             _live.discard(proc)

@@ -14,6 +14,7 @@ deadline, saying so.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -82,14 +83,19 @@ class Services:
         return proc, log
 
     def stop(self) -> None:
+        # Scratch services: a short grace, then SIGKILL (workers whose server stopped first retry it for
+        # half a minute; nothing of theirs is checked after the tests).
         for proc in reversed(self.procs):
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 5
         for proc in self.procs:
             try:
-                proc.wait(timeout=20)
+                proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
             except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
 
 
 def _study_repository(scratch: Path, env: dict[str, str]) -> tuple[Path, Path]:
@@ -158,8 +164,8 @@ def _checkpoints(checkout: Path, stage: str) -> list[Path]:
     return list((checkout / "checkpoints").glob(f"{stage}-*/checkpoint-*/trainer_state.json"))
 
 
-def _flow_run_states(api: str, flow: str) -> list[list[str]]:
-    """Each run of ``flow``: the types of its states, oldest first (Prefect's REST API)."""
+def _flow_run_states(api: str, flow: str, run_name: str | None = None) -> list[list[str]]:
+    """Each run of ``flow`` (named ``run_name``): the types of its states, oldest first (Prefect's REST API)."""
     import urllib.request
 
     def call(path: str, body: dict | None = None):
@@ -168,7 +174,10 @@ def _flow_run_states(api: str, flow: str) -> list[list[str]]:
         with urllib.request.urlopen(request, timeout=30) as reply:
             return json.loads(reply.read())
 
-    runs = call("/flow_runs/filter", {"flows": {"name": {"any_": [flow]}}})
+    where = {"flows": {"name": {"any_": [flow]}}}
+    if run_name:
+        where["flow_runs"] = {"name": {"any_": [run_name]}}
+    runs = sorted(call("/flow_runs/filter", where), key=lambda run: run["created"])
     states = []
     for run in runs:
         history = sorted(call(f"/flow_run_states/?flow_run_id={run['id']}"), key=lambda s: s["timestamp"])
@@ -404,3 +413,62 @@ def test_a_stage_whose_pool_has_no_worker_fails_at_its_deadline(agents):
     assert out.returncode != 0
     assert "no online worker" in log and "was online for 20 s" in log and "make worker POOL=nobody" in log
     assert time.monotonic() - start < 300
+
+
+def test_ctrl_c_cancels_the_stage_runs_on_workers(agents):
+    """Ctrl-C of a study on agents: the stage a worker runs is cancelled and stops there, and the
+    study ends in seconds. Was: the study flow stopped, the worker went on with its stage."""
+    import psutil
+
+    submitter, env = agents["clones"]["submitter"], agents["env"]
+    params = submitter / "params.yaml"
+    raw = yaml.safe_load(params.read_text())
+    raw["study"]["seed"] += 1  # stages to compute, not restore
+    params.write_text(yaml.safe_dump(raw, sort_keys=False))
+    _run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-qam", "a third seed"], submitter, env)
+    _run(["git", "push", "-q", "origin", "HEAD:main"], submitter, env)
+    gpu = agents["clones"]["machine-gpu"]
+    log = agents["scratch"] / "study-ctrl-c.log"
+    study = subprocess.Popen(
+        [sys.executable, "flows/study.py", "--agents", "--gpu-pool", "gpu", "--start-deadline-s", "300"],
+        cwd=submitter,
+        env=env,
+        stdout=open(log, "w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 600
+        while not _checkpoints(gpu, "pretrain"):  # the gpu worker is in pretraining
+            assert study.poll() is None and time.monotonic() < deadline, log.read_text()[-5000:]
+            time.sleep(0.1)
+        start = time.monotonic()
+        os.killpg(study.pid, signal.SIGINT)
+        assert study.wait(timeout=120) == 130, log.read_text()[-5000:]
+        stop_seconds = time.monotonic() - start
+    finally:
+        if study.poll() is None:
+            os.killpg(study.pid, signal.SIGKILL)
+    assert stop_seconds < 30, f"Ctrl-C took {stop_seconds:.0f} s"
+    workspaces = str(gpu / "build" / "workspaces")
+
+    def left_on_the_worker() -> list[list[str]]:
+        found = []
+        for proc in psutil.process_iter():
+            try:
+                if proc.cwd().startswith(workspaces):
+                    found.append(proc.cmdline())
+            except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+                pass
+        return found
+
+    deadline = time.monotonic() + 90
+    while left_on_the_worker() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not left_on_the_worker(), f"the stage goes on on the worker: {left_on_the_worker()}"
+    # The worker marks the run Cancelled once it sees the process gone (it looks every 3 s).
+    deadline = time.monotonic() + 60
+    while (states := _flow_run_states(env["PREFECT_API_URL"], "stage", run_name="pretrain")[-1])[-1] != "CANCELLED":
+        assert time.monotonic() < deadline, states
+        time.sleep(1)
+    assert "COMPLETED" not in states
