@@ -174,6 +174,17 @@ def list_stages() -> None:
         typer.echo(f"{s.name:16s} {kind:24s} {s.summary}")
 
 
+@app.command("standins")
+def write_standin_files(
+    folder: str = typer.Argument(..., help="Where to write them (scripts/run_standin.py: <study>/standins)."),
+) -> None:
+    """Write the local stand-ins of the hub models and data sets (aligntrain/standins.py) into FOLDER."""
+    from aligntrain.standins import write_standins
+
+    for name, path in write_standins(Path(folder)).items():
+        typer.echo(f"{name:24s} {path}")
+
+
 def _registries() -> dict:
     """What ``aligntrain list`` shows: each registry of typed entries, by the word a user types."""
     from aligntrain.advantages import RULES

@@ -52,12 +52,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aligntrain.io import write_text
-from aligntrain.models.tiny import build_char_tokenizer
-from aligntrain.problems import hydro
-from aligntrain.problems.hub import format_prompt
-from aligntrain.verify import ANSWER_MARKER
-
 #: the chat template of every stand-in tokenizer: one user turn, then the assistant's reply
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
@@ -468,7 +462,11 @@ def write_standins(folder: str | Path, *, train_size: int = 256, test_size: int 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from aligntrain.problems import get_problem
+    from aligntrain.io import write_text
+    from aligntrain.models.tiny import build_char_tokenizer
+    from aligntrain.problems import get_problem, hydro
+    from aligntrain.problems.hub import format_prompt
+    from aligntrain.verify import ANSWER_MARKER
 
     folder = Path(folder)
     splits = get_problem("arith").generate_splits(

@@ -5,7 +5,8 @@ DEST receives a copy of the checkout (tracked and untracked, non-ignored files) 
 repository of its own. In DEST/pipelines/<study>: params.yaml becomes the study's
 params.yaml with its standin.yaml laid over it (aligntrain.standins.overlay), the stand-in
 models and data are written to ./standins (aligntrain.standins.write_standins), dvc.yaml is
-generated for the merged parameters, and ``dvc repro pipelines/<study>/dvc.yaml`` runs every
+generated for the merged parameters (both by ``aligntrain standins`` and ``aligntrain pipeline``,
+the copy's own code), and ``dvc repro pipelines/<study>/dvc.yaml`` runs every
 stage in the pipeline's folder, as on a GPU machine (``--flow``: the study flow runs them, two at
 a time, as ``flows/study.py --study pipelines/<study>``). Exit status: DVC's (the flow's).
 
@@ -32,7 +33,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from aligntrain.standins import MICRO, overlay, restrict_run, write_standins  # noqa: E402
+from aligntrain.standins import MICRO, overlay, restrict_run  # noqa: E402
 
 SCRATCH_MARK = ".aligntrain-scratch"  # in every DEST this script made: the only folders it empties
 
@@ -98,8 +99,9 @@ def main() -> int:
         f"# {study}/params.yaml with {laid} laid over it (scripts/run_standin.py)\n"
         + yaml.safe_dump(params, sort_keys=False)
     )
-    write_standins(folder / "standins")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(dest)}
+    # Both by the command line, in the copy's own code (its PYTHONPATH), as the stages will run.
+    subprocess.run(["aligntrain", "standins", str(folder / "standins")], cwd=dest, env=env, check=True)
     subprocess.run(["aligntrain", "pipeline", "--root", str(study)], cwd=dest, env=env, check=True)
     git = ["git", "-c", "user.name=aligntrain", "-c", "user.email=aligntrain@localhost"]
     subprocess.run(["git", "init", "-q"], cwd=dest, check=True)

@@ -185,14 +185,42 @@ def _build_plain_smoke_study(study):
 ONE_UNIT_PER_TEST = ("tests/test_standin_studies.py",)
 
 
+def _recorded_seconds() -> dict[str, float]:
+    """Seconds per test file from the last record (scripts/record_test_durations.py)."""
+    import json
+
+    record = TESTS / "durations.json"
+    return json.loads(record.read_text()) if record.is_file() else {}
+
+
 def pytest_xdist_make_scheduler(config, log):
     if config.getoption("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
 
     class StandInsApart(LoadFileScheduling):
+        """Files as units (the stand-in studies' tests each a unit), the longest given out first."""
+
+        ordered = False
+
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
             return nodeid if path.endswith(ONE_UNIT_PER_TEST) else path
+
+        def _assign_work_unit(self, node) -> None:
+            if not self.ordered:
+                # Longest processing time first: a long file started last keeps one worker busy
+                # while the other idles (xdist orders by the number of tests, a poor proxy).
+                seconds, files = _recorded_seconds(), [scope.split("::", 1)[0] for scope in self.workqueue]
+
+                def expected(unit) -> float:  # a test of a file split into units: its share of the file
+                    path = unit[0].split("::", 1)[0]
+                    return seconds[path] / files.count(path) if path in seconds else 0.05 * len(unit[1])
+
+                units = sorted(self.workqueue.items(), key=lambda unit: -expected(unit))
+                self.workqueue.clear()
+                self.workqueue.update(units)
+                self.ordered = True
+            super()._assign_work_unit(node)
 
     return StandInsApart(config, log)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import copy
 import math
 import re
-import subprocess
-import sys
 import types
 import typing
 from pathlib import Path
@@ -158,33 +156,30 @@ def test_unknown_objective_lists_the_known_ones():
         parse_params(_broken(lambda r: r["variants"]["ce"].update(objective="cee")))
 
 
+def _invoke(args: list[str]):
+    """The ``aligntrain`` command line in this process (tests/test_pipeline.py runs it in a fresh one)."""
+    from typer.testing import CliRunner
+
+    from aligntrain.cli import app
+
+    return CliRunner().invoke(app, args)
+
+
 def test_cli_stops_before_any_work(tmp_path):
     """The stage command exits 2 with the key in its message, and writes nothing."""
     (tmp_path / "params.yaml").write_text(
         yaml.safe_dump(_broken(lambda r: r["variants"]["pass_at_n"].update(budget=-3)))
     )
-    out = subprocess.run(
-        [sys.executable, "-m", "aligntrain.cli", "train", "--variant", "pass_at_n", "--root", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
-    assert out.returncode == 2
+    out = _invoke(["train", "--variant", "pass_at_n", "--root", str(tmp_path)])
+    assert out.exit_code == 2
     assert "variants.pass_at_n.budget" in out.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]
 
 
 def test_unknown_variant_on_the_command_line(tmp_path):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(RAW))
-    out = subprocess.run(
-        [sys.executable, "-m", "aligntrain.cli", "rollouts", "--variant", "nope", "--root", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
-    assert out.returncode == 2 and "unknown variant 'nope'" in out.stderr
+    out = _invoke(["rollouts", "--variant", "nope", "--root", str(tmp_path)])
+    assert out.exit_code == 2 and "unknown variant 'nope'" in out.stderr
 
 
 # ---------------------------------------------------------------------------

@@ -21,19 +21,33 @@ from aligntrain.config import load_params
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _cli(args: list[str], cwd: Path = ROOT, env: dict | None = None, block_prefect: bool = False, timeout=300):
-    """``aligntrain <args>`` in a fresh interpreter; with ``block_prefect`` Prefect cannot be imported."""
+def _cli(args: list[str], env: dict | None = None, block_prefect: bool = False, first: list[str] = ()):
+    """``aligntrain <args>`` in a fresh interpreter; with ``block_prefect`` Prefect cannot be imported.
+
+    ``first``: another command run before it, in the same interpreter (it must succeed)."""
     prelude = "import sys; sys.modules['prefect'] = None; " if block_prefect else ""
-    code = prelude + "from aligntrain.cli import app; app()"
+    code = prelude + "from aligntrain.cli import app; "
+    if first:
+        code += f"app({list(first)!r}, standalone_mode=False); "
+    code += "app()"
     base = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "ALIGNTRAIN_", "PREFECT_"))}
     return subprocess.run(
         [sys.executable, "-c", code, *args],
-        cwd=cwd,
+        cwd=ROOT,
         env={**base, **(env or {})},
         capture_output=True,
         text=True,
-        timeout=timeout,
+        timeout=300,
     )
+
+
+def _invoke(args: list[str]):
+    """``aligntrain <args>`` in this process, where a fresh interpreter is not the subject."""
+    from typer.testing import CliRunner
+
+    from aligntrain.cli import app
+
+    return CliRunner().invoke(app, args)
 
 
 def test_dvc_yaml_is_rendered_from_the_table():
@@ -89,8 +103,8 @@ def test_aggregating_stages_depend_on_each_file_not_on_folders():
 
 
 def test_every_stage_has_a_command_and_help():
-    out = _cli(["--help"])
-    assert out.returncode == 0
+    out = _invoke(["--help"])
+    assert out.exit_code == 0
     for stage in pipeline.STAGES:
         assert stage.command in out.stdout
 
@@ -102,11 +116,11 @@ def test_a_stage_command_runs_where_prefect_cannot_be_imported(tmp_path):
         ["prepare", "--root", str(tmp_path)],
         env={"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'm.db'}"},
         block_prefect=True,
+        first=["stages"],
     )
     assert out.returncode == 0, out.stderr[-3000:]
     assert (tmp_path / "data" / "test.parquet").is_file()
-    probe = _cli(["stages"], block_prefect=True)
-    assert probe.returncode == 0 and "prepare" in probe.stdout
+    assert out.stdout.startswith("prepare"), "`aligntrain stages` listed the stages first"
 
 
 def test_prepare_writes_splits_and_logs_a_child_run(tmp_path, monkeypatch):
@@ -214,19 +228,17 @@ def test_a_full_disk_is_one_line_naming_the_file(tmp_path, monkeypatch, capsys):
     )
 
 
-def test_a_stale_dvc_yaml_is_named(tmp_path):
+def test_a_stale_dvc_yaml_is_named(tmp_path, monkeypatch):
     """dvc.yaml generated for other variants than study.run: compare stops before work, saying how to fix it."""
     shutil.copy(ROOT / "profiles" / "smoke.yaml", tmp_path / "params.yaml")
-    out = _cli(
-        ["compare", "--root", str(tmp_path), "--variants", "warmup,ce"],
-        env={"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'm.db'}"},
-    )
-    assert out.returncode == 2
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'm.db'}")
+    out = _invoke(["compare", "--root", str(tmp_path), "--variants", "warmup,ce"])
+    assert out.exit_code == 2
     assert "run `aligntrain pipeline`" in out.stderr and "study.run" in out.stderr
     assert not (tmp_path / "m.db").exists()
 
 
-def test_an_unreachable_tracking_server_fails_the_stage_at_once(tmp_path):
+def test_an_unreachable_tracking_server_fails_the_stage_at_once(tmp_path, monkeypatch):
     """Not after minutes of MLflow's retries: in seconds, naming the URI, before any work."""
     import socket
 
@@ -235,9 +247,10 @@ def test_an_unreachable_tracking_server_fails_the_stage_at_once(tmp_path):
         port = s.getsockname()[1]  # closed once the block ends: nothing listens there
     shutil.copy(ROOT / "profiles" / "smoke.yaml", tmp_path / "params.yaml")
     uri = f"http://127.0.0.1:{port}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     start = time.monotonic()
-    out = _cli(["prepare", "--root", str(tmp_path)], env={"MLFLOW_TRACKING_URI": uri})
-    assert out.returncode == 2 and uri in out.stderr and "not reachable" in out.stderr
+    out = _invoke(["prepare", "--root", str(tmp_path)])
+    assert out.exit_code == 2 and uri in out.stderr and "not reachable" in out.stderr
     assert time.monotonic() - start < 30
     assert not (tmp_path / "data").exists()
 
@@ -248,11 +261,8 @@ def test_the_parent_run_ends_with_the_studys_status(tmp_path, monkeypatch):
     assert mlflow.get_run(run_id).info.status == "RUNNING"
     client = mlflow.MlflowClient()
     lost = client.create_run(mlflow.get_run(run_id).info.experiment_id, tags={"mlflow.parentRunId": run_id})
-    out = _cli(
-        ["end-study-run", run_id, "--status", "FAILED"],
-        env={"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"},
-    )
-    assert out.returncode == 0, out.stderr
+    out = _invoke(["end-study-run", run_id, "--status", "FAILED"])
+    assert out.exit_code == 0, out.stderr
     assert mlflow.get_run(run_id).info.status == "FAILED"
     assert mlflow.get_run(lost.info.run_id).info.status == "KILLED", "a child left running by a lost stage is closed"
     with pytest.raises(ValueError, match="status"):
