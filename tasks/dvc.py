@@ -56,6 +56,49 @@ def dvc_bin() -> str:
 # decides how they stop: on Ctrl-C, stop_all_stages() interrupts them (DVC then stops
 # the stage command), waits briefly, kills what is left, and no retry starts another.
 _PROGRESS = re.compile(r"\d+%\|")  # a tqdm bar: "  27%|██▋  | 410/1500"
+
+
+class MissingCacheLines:
+    """Condenses DVC's report of outputs it could not pull into one line per report.
+
+    ``dvc repro --pull`` tries to pull each stage that dvc.lock says is unchanged. Where dvc.lock
+    was written by another machine's run (the committed results of a study), its outputs are in
+    no cache this remote holds: DVC warns, lists every missing hash, says "Unable to pull data
+    for stage", and computes the stage (or restores it from the run-cache). That is normal on
+    agents, and it was 86 lines of warnings in one study's log.
+    """
+
+    HEADER = "Some of the cache files do not exist neither locally nor on remote"
+    ENTRY = re.compile(r"^(name: .+, )?[a-z0-9-]+: [0-9a-f]+(\.dir)?$")  # "md5: 9dd4…", "name: b.txt, md5: …"
+    UNABLE = re.compile(r"^Unable to pull data for stage: '(.+)'$")
+
+    def __init__(self) -> None:
+        self.missing: int | None = None  # files listed by the report being read, if one is
+
+    def feed(self, line: str) -> list[str]:
+        """The lines to log in place of ``line``."""
+        if self.HEADER in line:
+            out, self.missing = self.flush(), 0
+            return out
+        if self.missing is not None and self.ENTRY.match(line):
+            self.missing += 1
+            return []
+        unable = self.UNABLE.match(line)
+        if unable and self.missing is not None:
+            count, self.missing = self.missing, None
+            return [
+                f"{unable[1]}: {count} output file(s) that dvc.lock records are in neither the cache nor the "
+                "remote (written by another run): DVC reproduces the stage"
+            ]
+        return [*self.flush(), line]
+
+    def flush(self) -> list[str]:
+        if self.missing is None:
+            return []
+        count, self.missing = self.missing, None
+        return [f"{count} file(s) that dvc.lock records are in neither the cache nor the remote"]
+
+
 _live: set[subprocess.Popen] = set()
 _live_lock = threading.Lock()
 _stopping = threading.Event()
@@ -104,7 +147,8 @@ def run_dvc(args: list[str], cwd: Path, env: Mapping[str, str] | None = None, lo
     )
     with _live_lock:
         _live.add(proc)
-    lines: list[str] = []
+    lines: list[str] = []  # everything, for the error's tail; the log gets the condensed stream
+    missing = MissingCacheLines()
     last_progress = 0.0
     try:
         assert proc.stdout is not None
@@ -118,7 +162,11 @@ def run_dvc(args: list[str], cwd: Path, env: Mapping[str, str] | None = None, lo
                 if time.monotonic() - last_progress < 10:
                     continue
                 last_progress = time.monotonic()
-            log.info("%s", line)
+            for shown in missing.feed(line):
+                log.info("%s", shown)
+        if log is not None:
+            for shown in missing.flush():
+                log.info("%s", shown)
         proc.wait()
     except BaseException:
         # The caller was interrupted: Ctrl-C, or on an agent the worker's SIGTERM when the study

@@ -185,12 +185,14 @@ def _build_plain_smoke_study(study):
 ONE_UNIT_PER_TEST = ("tests/test_standin_studies.py",)
 
 
-def _recorded_seconds() -> dict[str, float]:
-    """Seconds per test file from the last record (scripts/record_test_durations.py)."""
+def _recorded_seconds(config) -> dict[str, float]:
+    """Seconds per test file of this run's tier (`-m slow`: the slow one), from the last record
+    (tests/durations.json, scripts/record_test_durations.py)."""
     import json
 
     record = TESTS / "durations.json"
-    return json.loads(record.read_text()) if record.is_file() else {}
+    tier = "slow" if config.getoption("markexpr", "") == "slow" else "fast"
+    return json.loads(record.read_text()).get(tier, {}) if record.is_file() else {}
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -211,9 +213,12 @@ def pytest_xdist_make_scheduler(config, log):
             if not self.ordered:
                 # Longest processing time first: a long file started last keeps one worker busy
                 # while the other idles (xdist orders by the number of tests, a poor proxy).
-                seconds, files = _recorded_seconds(), [scope.split("::", 1)[0] for scope in self.workqueue]
+                seconds = _recorded_seconds(self.config)
+                files = [scope.split("::", 1)[0] for scope in self.workqueue]
 
                 def expected(unit) -> float:  # a test of a file split into units: its share of the file
+                    if all(nodeid.endswith(f"::{GPU_SET_TEST}") for nodeid in unit[1]):
+                        return 0.0  # it waits for the resolve started at the first test: last, it waits least
                     path = unit[0].split("::", 1)[0]
                     return seconds[path] / files.count(path) if path in seconds else 0.05 * len(unit[1])
 

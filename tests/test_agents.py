@@ -243,7 +243,7 @@ def agents(tmp_path_factory):
                 "--gpu-pool",
                 "gpu",
                 "--concurrency",
-                "2",
+                "1",  # a slot per pool: the two machines still work at once (test_each_pool_has_its_own_slots)
                 "--retries",
                 "1",
                 "--start-deadline-s",
@@ -298,6 +298,24 @@ def test_the_prefect_server_sends_no_telemetry(agents):
     log = (agents["scratch"] / "prefect-server.log").read_text()
     assert "Uvicorn running" in log or "Check out the dashboard" in log or "Configure Prefect" in log
     assert "telemetry" not in log.lower()
+
+
+def test_each_pool_has_its_own_slots(agents):
+    """With --concurrency 1, a cpu stage and a gpu stage were out at the same time, never two of one pool.
+    Was: one count of slots for all pools, so gpu stages queued in the gpu pool held the cpu worker idle."""
+    import re
+
+    out: dict[str, str] = {}  # stage -> pool, for the stages submitted and not yet done
+    most = 0
+    for line in agents["output"].splitlines():
+        if submitted := re.search(r"stage (\S+) submitted to pool '(\w+)'", line):
+            out[submitted[1]] = submitted[2]
+        elif ended := re.search(r"stage (\S+) (done|failed)", line):
+            out.pop(ended[1], None)
+        pools = list(out.values())
+        assert all(pools.count(pool) <= 1 for pool in pools), f"two stages of one pool out at once: {out}"
+        most = max(most, len(out))
+    assert most == 2, "the cpu and gpu pools never had a stage out at the same time"
 
 
 def test_the_live_study_is_never_marked_crashed(agents):
@@ -450,6 +468,8 @@ def test_ctrl_c_cancels_the_stage_runs_on_workers(agents):
         if study.poll() is None:
             os.killpg(study.pid, signal.SIGKILL)
     assert stop_seconds < 30, f"Ctrl-C took {stop_seconds:.0f} s"
+    # --concurrency 2 and one worker a pool: prepare and synthetic go to the cpu pool together.
+    assert "is queued in pool 'cpu' behind busy workers (1 online)" in log.read_text(), "a queued stage says so"
     workspaces = str(gpu / "build" / "workspaces")
 
     def left_on_the_worker() -> list[list[str]]:

@@ -308,3 +308,46 @@ def test_every_parameter_dvc_yaml_names_must_be_written_in_the_params_file():
         "params.yaml: dvc.yaml names diagnostics.oracle, diagnostics.oracle.variant, diagnostics.synthetic, "
         "evaluate: write them in the file"
     )
+
+
+def test_outputs_no_cache_holds_are_one_line_per_stage_in_the_log(tmp_path):
+    """`dvc repro --pull` where dvc.lock was written by another run (the committed results on agents):
+    DVC's warning, its list of hashes and "Unable to pull" become one line per stage. Was: 86 lines."""
+    from tasks.dvc import dvc_bin, run_dvc
+
+    repo, remote = tmp_path / "repo", tmp_path / "remote"
+    repo.mkdir()
+    remote.mkdir()
+    (repo / "dvc.yaml").write_text(
+        "stages:\n"
+        "  make:\n    cmd: python -c \"open('out.txt', 'w').write('x')\"\n    outs: [out.txt]\n"
+        "  use:\n    cmd: python -c \"open('b.txt', 'w').write(open('out.txt').read() * 2)\"\n"
+        "    deps: [out.txt]\n    outs: [b.txt]\n"
+    )
+    for command in (
+        ["git", "init", "-q"],
+        [dvc_bin(), "init", "-q"],
+        [dvc_bin(), "remote", "add", "-d", "r", str(remote)],
+    ):
+        subprocess.run(command, cwd=repo, check=True, capture_output=True)
+    run_dvc(["repro"], repo)
+    shutil.rmtree(repo / ".dvc" / "cache")  # the lock's outputs now exist nowhere this repository can reach
+    for name in ("out.txt", "b.txt"):
+        (repo / name).unlink()
+
+    class Log:
+        lines: list[str] = []
+
+        def info(self, fmt, *args):
+            self.lines.append(fmt % args)
+
+    log = Log()
+    output = run_dvc(["repro", "--pull", "use"], repo, log=log)
+    assert "md5: " in output and "Unable to pull data for stage: 'make'" in output, "DVC said it all"
+    assert not [line for line in log.lines if "md5: " in line or "Unable to pull" in line or "do not exist" in line]
+    for stage in ("make", "use"):
+        assert (
+            f"{stage}: 1 output file(s) that dvc.lock records are in neither the cache nor the remote "
+            "(written by another run): DVC reproduces the stage"
+        ) in log.lines
+    assert "Running stage 'use':" in log.lines and (repo / "b.txt").read_text() == "xx"
