@@ -110,7 +110,7 @@ def _recv(sock: socket.socket) -> dict:
 
 SHIM = '''#!{python} -IS
 """aligntrain through the tests' stage host (tests/stagehost.py); else the real aligntrain."""
-import os, signal, socket, sys
+import os, sys
 sys.path.insert(0, {tests!r})
 from stagehost import run_shim
 run_shim(os.path.dirname(os.path.abspath(__file__)))
