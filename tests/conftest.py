@@ -186,13 +186,18 @@ ONE_UNIT_PER_TEST = ("tests/test_standin_studies.py",)
 
 
 def _recorded_seconds(config) -> dict[str, float]:
-    """Seconds per test file of this run's tier (`-m slow`: the slow one), from the last record
-    (tests/durations.json, scripts/record_test_durations.py)."""
+    """Seconds per test file of this run's tiers, from the last record (tests/durations.json,
+    scripts/record_test_durations.py): `-m slow` the slow tier, `-m "not slow"` the fast one,
+    no marker expression (`make test`) both summed."""
     import json
 
-    record = TESTS / "durations.json"
-    tier = "slow" if config.getoption("markexpr", "") == "slow" else "fast"
-    return json.loads(record.read_text()).get(tier, {}) if record.is_file() else {}
+    record = json.loads((TESTS / "durations.json").read_text()) if (TESTS / "durations.json").is_file() else {}
+    tiers = {"slow": ("slow",), "not slow": ("fast",)}.get(config.getoption("markexpr", ""), ("fast", "slow"))
+    seconds: dict[str, float] = {}
+    for tier in tiers:
+        for path, s in record.get(tier, {}).items():
+            seconds[path] = seconds.get(path, 0.0) + s
+    return seconds
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -207,7 +212,8 @@ def pytest_xdist_make_scheduler(config, log):
 
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            return nodeid if path.endswith(ONE_UNIT_PER_TEST) else path
+            # The GPU-set test waits on a resolve: a unit of its own, so that it can go out last.
+            return nodeid if path.endswith(ONE_UNIT_PER_TEST) or nodeid.endswith(f"::{GPU_SET_TEST}") else path
 
         def _assign_work_unit(self, node) -> None:
             if not self.ordered:
@@ -220,7 +226,9 @@ def pytest_xdist_make_scheduler(config, log):
                     if all(nodeid.endswith(f"::{GPU_SET_TEST}") for nodeid in unit[1]):
                         return 0.0  # it waits for the resolve started at the first test: last, it waits least
                     path = unit[0].split("::", 1)[0]
-                    return seconds[path] / files.count(path) if path in seconds else 0.05 * len(unit[1])
+                    if path in seconds:
+                        return seconds[path] / files.count(path)
+                    return 0.05 * len(unit[1])
 
                 units = sorted(self.workqueue.items(), key=lambda unit: -expected(unit))
                 self.workqueue.clear()
