@@ -388,6 +388,12 @@ class RolloutConfig(_Section):
     top_p: Real = Field(1.0, gt=0, le=1, description="Nucleus sampling mass.")
     max_new_tokens: StrictInt = Field(96, ge=1, description="Generation length cap.")
     batch_size: StrictInt = Field(512, ge=1, description="Sequences generated together (left padding, KV cache).")
+    splits: list[Literal["test", "validation"]] = Field(
+        ["test"],
+        description="Splits every variant is sampled, scored and compared on: test always; validation too for "
+        "prompts held out from training when RL trains on the test split (rl.prompt_split). The diagnostics "
+        "read the test pools.",
+    )
     # Typed Any so that this module imports no generation code; the validator makes it a Backend.
     backend: Any = Field(
         "hf",
@@ -407,14 +413,61 @@ class RolloutConfig(_Section):
     def _dump_backend(self, backend: Any) -> dict:
         return backend.as_params()
 
+    @field_validator("splits")
+    @classmethod
+    def _test_first(cls, splits: list[str]) -> list[str]:
+        if not splits or splits[0] != "test" or len(set(splits)) != len(splits):
+            raise ValueError(f"must list test first, then other splits once each, got {splits}")
+        return splits
+
+    @property
+    def held_out(self) -> list[str]:
+        """The splits evaluated besides test."""
+        return self.splits[1:]
+
 
 class EvaluateConfig(_Section):
     bootstrap_resamples: StrictInt = Field(1000, ge=10, description="Paired prompt-bootstrap resamples.")
     confidence: Real = Field(0.95, gt=0, lt=1, description="Confidence level of the intervals.")
 
 
+class PrimaryEndpoint(_Section):
+    """The one comparison a study is run to test, written in params before the run (docs/evidence.md).
+
+    It is reported first, with its plain interval over seeds and prompts; every other comparison of
+    the study is one family with Holm-adjusted p-values.
+    """
+
+    variant: str = Field(description="The variant tested (in study.run).")
+    score: str = Field(
+        description="Score and budget as compare names them: `pass@16`, `maj@8` (0/1 rewards), `max@64` "
+        "(continuous rewards); k one of the evaluated budgets 1, 2, 4, … up to rollouts.samples_per_prompt."
+    )
+    baseline: str | None = Field(
+        None, description="What the variant is compared with (in study.run); None: compare.baseline."
+    )
+    split: Literal["test", "validation"] = Field("test", description="The prompts scored: one of rollouts.splits.")
+
+    @field_validator("score")
+    @classmethod
+    def _strategy_at_budget(cls, score: str) -> str:
+        strategy, _, k = score.partition("@")
+        if strategy not in ("pass", "maj", "max") or not k.isdigit() or int(k) < 1:
+            raise ValueError(f"must be pass@k, maj@k or max@k with a budget k >= 1, got {score!r}")
+        return score
+
+    @property
+    def k(self) -> int:
+        return int(self.score.partition("@")[2])
+
+
 class CompareConfig(_Section):
     baseline: str = Field("ce", description="Variant every other variant is compared against.")
+    primary: PrimaryEndpoint | None = Field(
+        None,
+        description="The endpoint fixed before the run, reported first with its own interval; the other "
+        "comparisons are one Holm-corrected family (docs/evidence.md). None: every comparison is in the family.",
+    )
 
 
 class OracleGradientConfig(_Section):
@@ -579,7 +632,42 @@ class Params(_Section):
                 f"compare.baseline {self.compare.baseline!r} is not a variant of the study; "
                 f"study.run: {self.run_variants}"
             )
+        primary = self.compare.primary
+        if primary is None:
+            return self
+        for key, name in (("variant", primary.variant), ("baseline", primary.baseline)):
+            if name is not None and name not in self.variants:
+                raise ValueError(f"compare.primary.{key} {name!r} is not in the catalog: {sorted(self.variants)}")
+        if primary.variant == (primary.baseline or self.compare.baseline):
+            raise ValueError(f"compare.primary compares {primary.variant!r} with itself: name another baseline")
+        if primary.split not in self.rollouts.splits:
+            raise ValueError(
+                f"compare.primary.split {primary.split!r} is not evaluated: rollouts.splits is {self.rollouts.splits}"
+            )
+        pool = self.rollouts.samples_per_prompt
+        power_of_two = primary.k & (primary.k - 1) == 0
+        if primary.k > pool or not (power_of_two or primary.k == pool):  # evaluation.curves.budgets
+            raise ValueError(
+                f"compare.primary.score {primary.score!r}: the evaluated budgets are 1, 2, 4, ... up to "
+                f"rollouts.samples_per_prompt = {self.rollouts.samples_per_prompt}"
+            )
         return self
+
+    @property
+    def primary_endpoint(self) -> tuple[str, str, str, str] | None:
+        """(variant, score, baseline, split) of ``compare.primary``, its baseline filled in; None when none
+        is fixed, or when this run leaves out one of its variants (an exploratory ``study.run``)."""
+        p = self.compare.primary
+        if p is None or self.primary_not_run:
+            return None
+        return (p.variant, p.score, p.baseline or self.compare.baseline, p.split)
+
+    @property
+    def primary_not_run(self) -> list[str]:
+        """The variants of ``compare.primary`` this run's ``study.run`` leaves out."""
+        p = self.compare.primary
+        named = [] if p is None else [p.variant, p.baseline or self.compare.baseline]
+        return [name for name in named if name not in self.run_variants]
 
     @model_validator(mode="after")
     def _oracle_names_variants(self) -> Params:

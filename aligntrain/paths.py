@@ -45,14 +45,15 @@ class StudyPaths:
         shared = os.environ.get(CHECKPOINT_ROOT_ENV)
         return (Path(shared) if shared else self.root / "checkpoints") / stage
 
-    def pool(self, variant: str) -> Path:
-        return self.root / "pools" / f"{variant}.parquet"
+    # A held-out split's files sit in a folder of the split's name beside the test split's.
+    def pool(self, variant: str, split: str = "test") -> Path:
+        return self.root / "pools" / _held_out(split) / f"{variant}.parquet"
 
-    def metrics(self, variant: str) -> Path:
-        return self.root / "metrics" / f"{variant}.json"
+    def metrics(self, variant: str, split: str = "test") -> Path:
+        return self.root / "metrics" / _held_out(split) / f"{variant}.json"
 
-    def per_prompt(self, variant: str) -> Path:
-        return self.root / "metrics" / "per_prompt" / f"{variant}.parquet"
+    def per_prompt(self, variant: str, split: str = "test") -> Path:
+        return self.root / "metrics" / "per_prompt" / _held_out(split) / f"{variant}.parquet"
 
     def curve(self, variant: str) -> Path:
         """Scaling curve for ``dvc plots``: one row per k."""
@@ -86,3 +87,8 @@ class StudyPaths:
     def figures(self) -> Path:
         """The report's figures (written by the report stage only)."""
         return self.reports / "figures"
+
+
+def _held_out(split: str) -> str:
+    """ "" for the test split (its files keep their places), the split's name for another."""
+    return "" if split == "test" else split

@@ -12,7 +12,9 @@ metrics logged on that run.
 Paths in ``deps``/``outs`` are templates: ``{v}`` is the stage's own variant
 (``foreach`` over ``study.run``); an entry with ``{each}`` is repeated for every
 variant the study runs (what ``compare`` and ``report`` read, file by file, so
-outputs left behind by an earlier experiment never change their inputs).
+outputs left behind by an earlier experiment never change their inputs); an entry with
+``{held}`` once for every held-out split of ``rollouts.splits`` (none when the study
+evaluates the test split alone).
 """
 
 from __future__ import annotations
@@ -99,16 +101,27 @@ def _train(params: Params, paths: StudyPaths, variant: str | None, run) -> dict:
     return training.train_variant(params, paths, variant, train, val, callbacks=[run.trainer_callback()])
 
 
-def _rollouts(params: Params, paths: StudyPaths, variant: str | None, run) -> dict:
-    from aligntrain.stages import evaluation, prepare
+def _per_split(params: Params, paths: StudyPaths, do: Callable[..., dict]) -> dict:
+    """``do(rows, split)`` on every split of ``rollouts.splits``; a held-out split's metrics prefixed by its name."""
+    from aligntrain.stages import prepare
 
-    return evaluation.generate_pool(params, paths, variant, prepare.read_split(params, paths, "test"))
+    metrics: dict = {}
+    for split in params.rollouts.splits:
+        done = do(prepare.read_split(params, paths, split), split)
+        metrics.update(done if split == "test" else {f"{split}/{k}": v for k, v in done.items() if k != "by_level"})
+    return metrics
+
+
+def _rollouts(params: Params, paths: StudyPaths, variant: str | None, run) -> dict:
+    from aligntrain.stages import evaluation
+
+    return _per_split(params, paths, lambda rows, split: evaluation.generate_pool(params, paths, variant, rows, split))
 
 
 def _evaluate(params: Params, paths: StudyPaths, variant: str | None, run) -> dict:
-    from aligntrain.stages import evaluation, prepare
+    from aligntrain.stages import evaluation
 
-    return evaluation.evaluate_pool(params, paths, variant, prepare.read_split(params, paths, "test"))
+    return _per_split(params, paths, lambda rows, split: evaluation.evaluate_pool(params, paths, variant, rows, split))
 
 
 def _compare(params: Params, paths: StudyPaths, variant: str | None, run) -> dict:
@@ -227,13 +240,14 @@ STAGES: tuple[Stage, ...] = (
     ),
     Stage(
         "rollouts",
-        "Sample M completions per test prompt into pools/<variant>.parquet.",
+        "Sample M completions per test prompt into pools/<variant>.parquet (and per held-out prompt).",
         _rollouts,
         _variant_and("rollouts"),
         per_variant=True,
         accelerator=True,
         deps=(
             "data/test.parquet",
+            "data/{held}.parquet",
             "models/variants/{v}",
             "aligntrain/rollouts",
             *_GRADING_CODE,
@@ -241,7 +255,7 @@ STAGES: tuple[Stage, ...] = (
             "aligntrain/stages/evaluation.py",
         ),
         params=("study.seed", "model", "problem", "rollouts"),
-        outs=("pools/{v}.parquet",),
+        outs=("pools/{v}.parquet", "pools/{held}/{v}.parquet"),
     ),
     Stage(
         "evaluate",
@@ -251,7 +265,9 @@ STAGES: tuple[Stage, ...] = (
         per_variant=True,
         deps=(
             "data/test.parquet",
+            "data/{held}.parquet",
             "pools/{v}.parquet",
+            "pools/{held}/{v}.parquet",
             "aligntrain/evaluation",
             "aligntrain/estimators.py",
             "aligntrain/rollouts/pool.py",
@@ -259,8 +275,8 @@ STAGES: tuple[Stage, ...] = (
             "aligntrain/stages/evaluation.py",
         ),
         params=("evaluate",),
-        outs=("metrics/per_prompt/{v}.parquet",),
-        metrics=("metrics/{v}.json",),
+        outs=("metrics/per_prompt/{v}.parquet", "metrics/per_prompt/{held}/{v}.parquet"),
+        metrics=("metrics/{v}.json", "metrics/{held}/{v}.json"),
         plots=("plots/curves/{v}.csv",),
         artifacts=(("metrics/{v}.json", None), ("plots/curves/{v}.csv", None)),
     ),
@@ -271,6 +287,7 @@ STAGES: tuple[Stage, ...] = (
         lambda p, v: {"compare": p.compare.model_dump()},
         deps=(
             "metrics/per_prompt/{each}.parquet",
+            "metrics/per_prompt/{held}/{each}.parquet",
             "aligntrain/evaluation",
             "aligntrain/estimators.py",
             "aligntrain/stages/evaluation.py",
@@ -389,8 +406,10 @@ DVC_HEADER = """\
 """
 
 
-def _expand(templates: tuple[str, ...], variants: list[str], foreach: bool) -> list[str]:
+def _expand(templates: tuple[str, ...], variants: list[str], foreach: bool, held_out: list[str]) -> list[str]:
     out: list[str] = []
+    # {held}: once per held-out split of rollouts.splits (none when the study evaluates test alone)
+    templates = tuple(t.replace("{held}", split) for t in templates for split in (held_out if "{held}" in t else [""]))
     for t in templates:
         if "{each}" in t:
             out.extend(t.replace("{each}", v) for v in variants)
@@ -419,7 +438,7 @@ def _code_relative_to(templates: tuple[str, ...], code_root: str) -> tuple[str, 
     return tuple(f"{code_root}/{t}" if t.startswith("aligntrain/") else t for t in templates)
 
 
-def stage_entry(stage: Stage, variants: list[str], code_root: str = ".") -> dict[str, Any]:
+def stage_entry(stage: Stage, variants: list[str], code_root: str = ".", held_out: list[str] = ()) -> dict[str, Any]:
     """The ``dvc.yaml`` entry of one stage (a ``foreach`` over ``study.run`` when per variant).
 
     ``code_root``: the checkout relative to the study folder (``../..`` for ``pipelines/<study>``);
@@ -434,13 +453,13 @@ def stage_entry(stage: Stage, variants: list[str], code_root: str = ".") -> dict
     deps = _code_relative_to(stage.deps, code_root)
     for key, templates in (("deps", deps), ("params", stage.params), ("outs", stage.outs)):
         if templates:
-            body[key] = _expand(templates, variants, foreach)
+            body[key] = _expand(templates, variants, foreach, list(held_out))
     if stage.uncached_outs:
-        body.setdefault("outs", []).extend(_uncached(_expand(stage.uncached_outs, variants, foreach)))
+        body.setdefault("outs", []).extend(_uncached(_expand(stage.uncached_outs, variants, foreach, list(held_out))))
     if stage.metrics:
-        body["metrics"] = _uncached(_expand(stage.metrics, variants, foreach))
+        body["metrics"] = _uncached(_expand(stage.metrics, variants, foreach, list(held_out)))
     if stage.plots:
-        body["plots"] = _uncached(_expand(stage.plots, variants, foreach))
+        body["plots"] = _uncached(_expand(stage.plots, variants, foreach, list(held_out)))
     return {"foreach": "${study.run}", "do": body} if foreach else body
 
 
@@ -448,7 +467,7 @@ def dvc_pipeline(params: Params, code_root: str = ".") -> dict[str, Any]:
     """The whole ``dvc.yaml`` as data (``code_root``: see :func:`stage_entry`)."""
     variants = params.run_variants
     return {
-        "stages": {s.name: stage_entry(s, variants, code_root) for s in STAGES},
+        "stages": {s.name: stage_entry(s, variants, code_root, params.rollouts.held_out) for s in STAGES},
         # `dvc plots show`: every variant's pass@k curve and compare's overlay with 95% bands.
         "plots": [
             {"plots/curves": {"x": "k", "y": "pass_at_k", "x_label": "budget k", "y_label": "score"}},

@@ -161,6 +161,7 @@ def chat_study(tmp_path):
     raw["model"] = {"base_model": str(written["mistral"]), "chat_template": True, "max_length": 256}
     raw["rollouts"].update(samples_per_prompt=2, max_new_tokens=6, batch_size=8)
     raw["diagnostics"]["budgets"] = [2]  # the efficiency budgets fit the pool of 2
+    raw["compare"]["primary"]["score"] = "pass@2"  # and so does the primary endpoint's
     paths = StudyPaths(tmp_path / "study")
     shutil.copytree(written["mistral"], paths.variant_model("warmup"))
     return parse_params(raw), paths

@@ -55,6 +55,21 @@ def test_study_run_selects_from_the_catalog():
         (lambda r: r["rollouts"].update(top_p=1.5), "rollouts.top_p"),
         (lambda r: r["compare"].update(baseline="nope"), "compare.baseline"),
         (lambda r: r["compare"].update(baseline="rloo"), "compare.baseline"),  # in the catalog, not in study.run
+        (
+            lambda r: r["compare"].update(primary={"variant": "nope", "score": "pass@16"}),
+            "compare.primary.variant 'nope'",
+        ),
+        (lambda r: r["compare"].update(primary={"variant": "ce", "score": "pass@16"}), "compares 'ce' with itself"),
+        (
+            lambda r: r["compare"].update(primary={"variant": "pass_at_n", "score": "pass@12"}),
+            "'pass@12': the evaluated",
+        ),
+        (lambda r: r["compare"].update(primary={"variant": "pass_at_n", "score": "best@4"}), "compare.primary.score"),
+        (lambda r: r["compare"].update(primary={"variant": "pass_at_n", "score": "pass@4", "split": "train"}), "split"),
+        (
+            lambda r: r["compare"].update(primary={"variant": "pass_at_n", "score": "pass@4", "k": 4}),
+            "compare.primary.k",
+        ),
         (lambda r: r["study"].update(run=["ce", "nope"]), "study.run names ['nope']"),
         (lambda r: r["study"].update(run=["ce", "ce"]), "study.run lists a variant twice"),
         (lambda r: r["study"].update(run=[]), "study.run"),
@@ -392,3 +407,14 @@ def test_a_key_written_twice_is_refused_naming_both_lines(tmp_path):
         load_params(path)
     path.write_text("a: {x: 1}\nb: {x: 2}\n")  # equal keys in different mappings are fine
     assert read_params_yaml(path) == {"a": {"x": 1}, "b": {"x": 2}}
+
+
+def test_a_run_without_the_primarys_variants_keeps_it_untested():
+    """An exploratory `dvc exp run -S study.run=[...]` that leaves out the endpoint's variant runs; the
+    pages say the endpoint is not tested by it."""
+    raw = copy.deepcopy(RAW)
+    raw["study"]["run"] = ["warmup", "ce", "grpo_z"]
+    params = parse_params(raw)
+    assert params.compare.primary.variant == "pass_at_n"
+    assert params.primary_not_run == ["pass_at_n"] and params.primary_endpoint is None
+    assert parse_params(RAW).primary_endpoint == ("pass_at_n", "pass@64", "ce", "test")

@@ -58,7 +58,15 @@ def test_outputs_and_metrics(smoke_study):
         assert curve == sorted(curve), "pass@k is non-decreasing in k"
         assert set(metrics["by_level"]) == {f"level{lv}" for lv in params["problem"]["levels"]}
     compare = json.loads((smoke_study / "reports" / "compare.json").read_text())
-    assert set(compare) == set(variants)
+    assert set(compare) == set(variants) | {"primary"}
+    primary = compare["primary"]
+    assert primary["delta_low"] <= primary["delta"] <= primary["delta_high"] and 0 < primary["p_value"] <= 1
+    compared = (smoke_study / "reports" / "compare.md").read_text()
+    assert "Fixed in `compare.primary` before the run: `pass_at_n` − `ce`, pass@8 on the validation split" in compared
+    assert "### pass@k, validation split" in compared
+    for variant in variants:  # the held-out split, scored per prompt
+        held = json.loads((smoke_study / "metrics" / "validation" / f"{variant}.json").read_text())
+        assert held["overall"]["prompts"] == params["problem"]["validation_size"]
     assert "pass@1_delta" in compare["pass_at_n"] and "pass@1_delta" not in compare["ce"]
     assert (smoke_study / "reports" / "scaling.png").read_bytes()[:4] == b"\x89PNG"
     assert "| pass_at_n |" in (smoke_study / "reports" / "compare.md").read_text()
@@ -79,7 +87,9 @@ def test_diagnostics_and_report(smoke_study):
     report = (smoke_study / "reports" / "index.md").read_text()
     for heading in (
         "## Setup",
+        "## Primary endpoint",
         "## Scaling curves",
+        "## Held-out prompts: the validation split",
         "## Alignment coefficient",
         "## Overconfidence",
         "## Diagonal-approximation efficiency",

@@ -8,7 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from aligntrain.evaluation.compare import comparison_table, markdown_table, plot_scaling
+from aligntrain.evaluation.compare import (
+    comparison_table,
+    family_sentence,
+    markdown_table,
+    plot_scaling,
+    primary_sentence,
+)
 from aligntrain.evaluation.curves import budgets, curve_table, per_prompt_scores, summarize
 
 
@@ -70,7 +76,7 @@ def test_comparison_against_baseline(tmp_path):
     base = pd.DataFrame({"prompt_id": ids, "level": 1, "pass@1": 0.5, "pass@2": 0.6})
     better = base.copy()
     better["pass@2"] = 0.7  # +0.1 on every prompt: a zero-width interval at +0.1
-    table = comparison_table({"base": base, "new": better}, "base", n_resamples=200, confidence=0.95, seed=0)
+    table = comparison_table({"test": {"base": base, "new": better}}, "base", n_resamples=200, confidence=0.95, seed=0)
     row = table[(table.variant == "new") & (table.k == 2)].iloc[0]
     assert row["delta"] == pytest.approx(0.1) and row["delta_low"] == pytest.approx(0.1)
     assert (row["wins"], row["ties"], row["losses"]) == (40, 0, 0)
@@ -86,7 +92,7 @@ def test_comparison_rejects_different_prompts():
     a = pd.DataFrame({"prompt_id": ["x"], "level": 1, "pass@1": 1.0})
     b = pd.DataFrame({"prompt_id": ["y"], "level": 1, "pass@1": 1.0})
     with pytest.raises(ValueError, match="different prompts"):
-        comparison_table({"a": a, "b": b}, "a", n_resamples=10, confidence=0.9, seed=0)
+        comparison_table({"test": {"a": a, "b": b}}, "a", n_resamples=10, confidence=0.9, seed=0)
 
 
 def test_continuous_rewards_get_best_of_n_curves():
@@ -142,3 +148,155 @@ def test_grade_completions_and_the_pool_they_build():
         assert pool[column].tolist() == [g[column] for g in graded]
     assert pool["answer_class"].isna().tolist() == [False, True, False]  # None: unparseable
     assert pool["sample_index"].tolist() == [0, 1, 2] and pool["logp"].tolist() == [-1.0, -2.0, -3.0]
+
+
+def _seeded(base: pd.DataFrame, **shifts: float) -> pd.DataFrame:
+    out = base.copy()
+    for column, shift in shifts.items():
+        out[column.replace("_at_", "@")] = out[column.replace("_at_", "@")] + shift
+    return out
+
+
+def test_the_primary_endpoint_is_apart_and_the_family_is_holm_corrected():
+    """Exact expectations: a difference constant over seeds and prompts sits above 0 in every
+    resample, so its p-value is the smallest, 2 / (R + 1); a variant equal to the baseline has p = 1;
+    Holm multiplies the smallest of m p-values by m; R is raised to ⌈2m / α⌉ when that is more."""
+    rng = np.random.default_rng(0)
+    ids = [f"p{i}" for i in range(30)]
+    seeds = [
+        pd.DataFrame(
+            {"prompt_id": ids, "level": 1, "pass@1": rng.uniform(0, 0.6, 30), "pass@2": rng.uniform(0, 0.6, 30)}
+        )
+        for _ in range(2)
+    ]
+    per_prompt = {
+        "base": seeds,
+        "new": [_seeded(t, pass_at_2=0.1) for t in seeds],  # the primary: +0.1 at pass@2, equal at pass@1
+        "other": [t.copy() for t in seeds],  # equal everywhere
+        "strong": [_seeded(t, pass_at_1=0.2) for t in seeds],  # +0.2 at pass@1, equal at pass@2
+    }
+    table = comparison_table(
+        {"test": per_prompt},
+        "base",
+        n_resamples=100,
+        confidence=0.95,
+        seed=0,
+        primary=("new", "pass@2", "base", "test"),
+    )
+    assert table.groupby("role").size().to_dict() == {"baseline": 2, "family": 5, "primary": 1}
+    resamples = 200  # max(100, ⌈2 · 5 / 0.05⌉)
+    assert (table.resamples == resamples).all() and (table.seeds == 2).all() and (table.prompts == 30).all()
+    primary = table[table.role == "primary"].iloc[0]
+    assert (primary.variant, primary.strategy, primary.k) == ("new", "pass", 2)
+    assert primary.delta == pytest.approx(0.1) and primary.delta_low == pytest.approx(0.1)
+    assert primary.p_value == pytest.approx(2 / (resamples + 1)) and np.isnan(primary.p_holm)
+    strong = table[(table.variant == "strong") & (table.k == 1)].iloc[0]
+    assert strong.p_value == pytest.approx(2 / 201) and strong.p_holm == pytest.approx(5 * 2 / 201)
+    equal = table[(table.role == "family") & ~((table.variant == "strong") & (table.k == 1))]
+    assert (equal.p_value == 1.0).all() and (equal.p_holm == 1.0).all()
+    assert primary_sentence(table, 0.95).startswith(
+        "`new` − `base`, pass@2 on the test split: Δ +0.100, 95% interval [+0.100, +0.100]"
+    )
+    assert "over 2 seeds × 30 prompts" in primary_sentence(table, 0.95) and "lies above 0" in primary_sentence(
+        table, 0.95
+    )
+    said = family_sentence(table, 0.95)
+    assert "The other 5 comparisons against `base` are one family" in said
+    assert "Holding after the correction: `strong` pass@1 (test) +0.200 [+0.200, +0.200], p̃ 0.0498." in said
+    md = markdown_table(table, "pass", "base")
+    assert "(Δ +0.100 [+0.100, +0.100], primary)" in md and "p̃ 0.0498)" in md
+
+
+def test_a_primary_against_another_baseline_is_a_row_of_its_own():
+    ids = [f"p{i}" for i in range(10)]
+    base = pd.DataFrame({"prompt_id": ids, "level": 1, "pass@1": 0.5})
+    per_prompt = {"base": base, "a": _seeded(base, pass_at_1=0.1), "b": _seeded(base, pass_at_1=0.3)}
+    table = comparison_table(
+        {"test": per_prompt}, "base", n_resamples=50, confidence=0.9, seed=0, primary=("b", "pass@1", "a", "test")
+    )
+    primary = table[table.role == "primary"].iloc[0]
+    assert (primary.baseline, primary.delta) == ("a", pytest.approx(0.2))
+    assert list(table[table.role == "family"].variant) == ["a", "b"], "b − base stays in the family"
+    assert primary_sentence(table, 0.9).startswith("`b` − `a`, pass@1 on the test split: Δ +0.200, 90% interval")
+
+
+@pytest.mark.parametrize(
+    ("primary", "message"),
+    [
+        (("nope", "pass@1", "a", "test"), "compare.primary names 'nope'"),
+        (("a", "maj@4", "base", "test"), "compare.primary.score"),
+        (("a", "pass@1", "base", "validation"), "compare.primary.split 'validation' has no evaluation"),
+    ],
+)
+def test_a_primary_the_evaluation_cannot_give_is_refused(primary, message):
+    base = pd.DataFrame({"prompt_id": ["x"], "level": 1, "pass@1": 1.0})
+    with pytest.raises(ValueError, match=message):
+        comparison_table(
+            {"test": {"base": base, "a": base}}, "base", n_resamples=10, confidence=0.9, seed=0, primary=primary
+        )
+
+
+def test_seeds_must_match_between_variants():
+    base = pd.DataFrame({"prompt_id": ["x"], "level": 1, "pass@1": 1.0})
+    with pytest.raises(ValueError, match="have 2 and 1 seeds"):
+        comparison_table({"test": {"base": [base, base], "a": [base]}}, "base", n_resamples=10, confidence=0.9, seed=0)
+
+
+def test_the_report_states_the_primary_first_and_reads_the_rest_with_holm():
+    """The report's sections from a compare table: the primary's sentence, and "Read:" lines that
+    name only what holds after Holm's correction, each with its interval."""
+    from pathlib import Path
+
+    import yaml
+
+    from aligntrain.config import parse_params
+    from aligntrain.stages.report import primary_section, scaling_section
+
+    raw = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    raw["study"]["run"] = ["warmup", "ce", "pass_at_n"]
+    raw["compare"] = {"baseline": "ce", "primary": {"variant": "pass_at_n", "score": "pass@2"}}
+    params = parse_params(raw)
+    ids = [f"p{i}" for i in range(20)]
+    ce = pd.DataFrame({"prompt_id": ids, "level": 1, "pass@1": 0.4, "pass@2": 0.5})
+    per_prompt = {"warmup": _seeded(ce, pass_at_1=-0.3), "ce": ce, "pass_at_n": _seeded(ce, pass_at_2=0.05)}
+    table = comparison_table(
+        {"test": per_prompt}, "ce", n_resamples=100, confidence=0.95, seed=0, primary=params.primary_endpoint
+    )
+    page = "\n".join(primary_section(params, table) + scaling_section(params, table, family=3))
+    assert page.index("## Primary endpoint") < page.index("## Scaling curves")
+    assert "Fixed in `compare.primary` before the run: `pass_at_n` − `ce`, pass@2 on the test split: Δ +0.050" in page
+    assert "1 seed; 20 test prompts" in page and "The other 3 comparisons against `ce` are one family" in page
+    read = next(line for line in page.splitlines() if line.startswith("Read:"))
+    assert read == (
+        "Read: against `ce`, with Holm's correction over the family of 3 comparisons: at k = 1, `warmup` below it "
+        "(-0.300 [-0.300, -0.300], p̃ 0.0496); at k = 2, no variant differs from it."
+    )
+
+
+def test_held_out_splits_join_the_one_family_and_the_primary_may_be_held_out():
+    """Each split is compared on its own prompts; every comparison but the primary, on every split, is
+    one family: here 2 on test and 1 on validation."""
+    test = pd.DataFrame({"prompt_id": [f"t{i}" for i in range(12)], "level": 1, "pass@1": 0.5, "pass@2": 0.6})
+    held = pd.DataFrame({"prompt_id": [f"v{i}" for i in range(8)], "level": 1, "pass@1": 0.3, "pass@2": 0.4})
+    per_split = {
+        "test": {"base": test, "new": _seeded(test, pass_at_1=0.1)},
+        "validation": {"base": held, "new": _seeded(held, pass_at_2=0.2)},
+    }
+    table = comparison_table(
+        per_split, "base", n_resamples=100, confidence=0.95, seed=0, primary=("new", "pass@2", "base", "validation")
+    )
+    assert table.groupby(["split", "role"]).size().to_dict() == {
+        ("test", "baseline"): 2,
+        ("test", "family"): 2,
+        ("validation", "baseline"): 2,
+        ("validation", "family"): 1,
+        ("validation", "primary"): 1,
+    }
+    assert (table.resamples == 120).all(), "3 in the family: max(100, ⌈2 · 3 / 0.05⌉)"
+    assert dict(zip(table.split, table.prompts)) == {"test": 12, "validation": 8}
+    primary = table[table.role == "primary"].iloc[0]
+    assert (primary.split, primary.delta, primary.p_value) == ("validation", pytest.approx(0.2), pytest.approx(2 / 121))
+    gain = table[(table.split == "test") & (table.variant == "new") & (table.k == 1)].iloc[0]
+    assert gain.p_holm == pytest.approx(3 * 2 / 121)
+    assert "primary)" in markdown_table(table, "pass", "base", "validation")
+    assert "primary)" not in markdown_table(table, "pass", "base", "test")

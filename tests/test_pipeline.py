@@ -102,6 +102,30 @@ def test_aggregating_stages_depend_on_each_file_not_on_folders():
     assert f"pools/{params.run_variants[-1]}.parquet" in stages["report"]["deps"]
 
 
+def test_held_out_splits_are_sampled_scored_and_compared_file_by_file():
+    """rollouts.splits [test, validation]: each variant's pool and scores of the validation prompts sit in
+    a folder of the split's name, and compare reads them file by file; the test split keeps its paths."""
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw["rollouts"]["splits"] = ["test", "validation"]
+    from aligntrain.config import parse_params
+
+    params = parse_params(raw)
+    stages = pipeline.dvc_pipeline(params)["stages"]
+    rollouts, evaluate = stages["rollouts"]["do"], stages["evaluate"]["do"]
+    assert rollouts["outs"] == ["pools/${item}.parquet", "pools/validation/${item}.parquet"]
+    assert {"data/test.parquet", "data/validation.parquet"} <= set(rollouts["deps"])
+    assert {"pools/${item}.parquet", "pools/validation/${item}.parquet"} <= set(evaluate["deps"])
+    assert evaluate["outs"] == ["metrics/per_prompt/${item}.parquet", "metrics/per_prompt/validation/${item}.parquet"]
+    assert [next(iter(m)) for m in evaluate["metrics"]] == ["metrics/${item}.json", "metrics/validation/${item}.json"]
+    assert [d for d in stages["compare"]["deps"] if d.startswith("metrics/per_prompt/")] == [
+        f"metrics/per_prompt/{v}.parquet" for v in params.run_variants
+    ] + [f"metrics/per_prompt/validation/{v}.parquet" for v in params.run_variants]
+    for bad in (["validation"], ["test", "test"], ["test", "train"]):
+        raw["rollouts"]["splits"] = bad
+        with pytest.raises(Exception, match="rollouts.splits"):
+            parse_params(raw)
+
+
 def test_every_stage_has_a_command_and_help():
     out = _invoke(["--help"])
     assert out.exit_code == 0

@@ -14,7 +14,15 @@ from collections.abc import Sequence
 import pandas as pd
 
 from aligntrain.config import Params
-from aligntrain.evaluation.compare import comparison_table, markdown_table, plot_scaling
+from aligntrain.evaluation.compare import (
+    baseline_rows,
+    comparison_table,
+    family_sentence,
+    family_size,
+    markdown_table,
+    plot_scaling,
+    primary_paragraph,
+)
 from aligntrain.evaluation.curves import curve_table, per_prompt_scores, strategies_for, summarize
 from aligntrain.io import atomic_path, write_json, write_text
 from aligntrain.paths import StudyPaths
@@ -24,8 +32,11 @@ from aligntrain.stages.prepare import problem_of
 logger = logging.getLogger(__name__)
 
 
-def generate_pool(params: Params, paths: StudyPaths, variant: str, test_rows: Sequence[dict]) -> dict:
-    """Sample, grade and write ``pools/<variant>.parquet``; returns throughput metrics.
+def generate_pool(
+    params: Params, paths: StudyPaths, variant: str, test_rows: Sequence[dict], split: str = "test"
+) -> dict:
+    """Sample, grade and write the variant's pool of one split (``pools/<variant>.parquet`` for test,
+    ``pools/<split>/<variant>.parquet`` for another); returns throughput metrics.
 
     Prompts are rendered as the policy was trained on them (``model.chat_template``), the
     model is loaded in ``model.dtype``, and ``rollouts.backend`` samples (docs/models.md).
@@ -56,7 +67,7 @@ def generate_pool(params: Params, paths: StudyPaths, variant: str, test_rows: Se
     )
     seconds = time.perf_counter() - start
     pool = build_pool(test_rows, sampled.completions, problem_of(params), sampled.sampler_logps)
-    write_pool(pool, paths.pool(variant), sampled.record.as_dict())
+    write_pool(pool, paths.pool(variant, split), sampled.record.as_dict())
     tokens = int(pool.num_tokens.sum())
     gap = report_logp_gap(sampled.completions, sampled.sampler_logps)
     return {
@@ -87,51 +98,77 @@ def check_prompt_lengths(rows: Sequence[dict], tokenizer, *, context: int, max_n
             )
 
 
-def evaluate_pool(params: Params, paths: StudyPaths, variant: str, test_rows: Sequence[dict]) -> dict:
-    """Per-prompt scores, summary metrics and curve tables of one variant."""
+def evaluate_pool(params: Params, paths: StudyPaths, variant: str, rows: Sequence[dict], split: str = "test") -> dict:
+    """Per-prompt scores and summary metrics of one variant on one split; the curve table on test."""
     problem = problem_of(params)
-    gold = {r["id"]: problem.gold_class(r) for r in test_rows}
-    per_prompt = per_prompt_scores(read_pool(paths.pool(variant)), gold, strategies_for(problem.binary_rewards))
+    gold = {r["id"]: problem.gold_class(r) for r in rows}
+    pool = paths.pool(variant, split)
+    per_prompt = per_prompt_scores(read_pool(pool), gold, strategies_for(problem.binary_rewards))
     # The sampler record travels with the scores, so that compare sees what drew each variant's pool.
-    write_with_sampler(per_prompt, paths.per_prompt(variant), read_sampler(paths.pool(variant)))
+    write_with_sampler(per_prompt, paths.per_prompt(variant, split), read_sampler(pool))
     summary = summarize(per_prompt)
-    write_json(paths.metrics(variant), summary)
-    with atomic_path(paths.curve(variant)) as tmp:
-        curve_table(per_prompt).to_csv(tmp, index=False)
+    write_json(paths.metrics(variant, split), summary)
+    if split == "test":
+        with atomic_path(paths.curve(variant)) as tmp:
+            curve_table(per_prompt).to_csv(tmp, index=False)
     return summary
 
 
 def compare_variants(params: Params, paths: StudyPaths) -> dict:
-    """``reports/compare.{md,csv,json}`` and ``reports/scaling.png``."""
-    per_prompt = {v: pd.read_parquet(paths.per_prompt(v)) for v in params.run_variants}
+    """``reports/compare.{md,csv,json}`` and ``reports/scaling.png``: the primary endpoint first, then the family."""
+    per_split = {
+        split: {v: pd.read_parquet(paths.per_prompt(v, split)) for v in params.run_variants}
+        for split in params.rollouts.splits
+    }
     mixed = mixed_samplers({v: read_sampler(paths.per_prompt(v)) for v in params.run_variants})
-    baseline = params.compare.baseline
+    baseline, confidence = params.compare.baseline, params.evaluate.confidence
     table = comparison_table(
-        per_prompt,
+        per_split,
         baseline,
         n_resamples=params.evaluate.bootstrap_resamples,
-        confidence=params.evaluate.confidence,
+        confidence=confidence,
         seed=params.study.seed,
+        primary=params.primary_endpoint,
     )
     reports = paths.reports
     with atomic_path(reports / "compare.csv") as tmp:
         table.to_csv(tmp, index=False)
-    level = int(100 * params.evaluate.confidence)
+    level = int(round(100 * confidence))
+    first = table.iloc[0]
+    prompts = ", ".join(f"{int(table[table.split == s].prompts.iloc[0])} {s}" for s in params.rollouts.splits)
     body = [
-        f"# Study `{params.study.name}`: variants compared on {len(next(iter(per_prompt.values())))} test prompts",
+        f"# Study `{params.study.name}`: variants compared on {prompts} prompts, {first.seeds} "
+        f"seed{'s' if first.seeds != 1 else ''}",
         "",
-        f"mean ± standard error over prompts; Δ = paired difference to the baseline `{baseline}` "
-        f"with its {level}% prompt-bootstrap interval ({params.evaluate.bootstrap_resamples} resamples).",
+        f"mean ± standard error over prompts; Δ = paired difference to the baseline `{baseline}` with its "
+        f"{level}% seed × prompt bootstrap interval ({first.resamples} resamples; docs/evidence.md).",
     ]
     if mixed:
         body += ["", f"**Pools drawn by different samplers** (not one sampling procedure): {mixed}."]
-    for strategy in sorted(table.strategy.unique()):
-        body += ["", f"## {strategy}@k", "", markdown_table(table, strategy, baseline)]
+    body += ["", "## Primary endpoint", ""]
+    body.append(primary_paragraph(params, table))
+    body += [
+        "",
+        f"## The other comparisons ({family_size(table)}, Holm-corrected)",
+        "",
+        family_sentence(table, confidence),
+    ]
+    for split in params.rollouts.splits:
+        for strategy in sorted(table.strategy.unique()):
+            body += ["", f"### {strategy}@k, {split} split", "", markdown_table(table, strategy, baseline, split)]
     write_text(reports / "compare.md", "\n".join(body) + "\n")
     plot_scaling(table, reports / "scaling.png", f"{params.study.name}: scaling curves (95% bands)")
-    # Flat metrics for `dvc metrics show`: each variant's delta to the baseline at the extremes of k.
+    # Flat metrics for `dvc metrics show`: the primary endpoint, and each variant's delta to the
+    # baseline at the extremes of k.
     summary: dict[str, dict[str, float]] = {}
-    for (variant, strategy), group in table.groupby(["variant", "strategy"]):
+    for r in table[table.role == "primary"].itertuples():
+        summary["primary"] = {
+            "delta": round(float(r.delta), 6),
+            "delta_low": round(float(r.delta_low), 6),
+            "delta_high": round(float(r.delta_high), 6),
+            "p_value": round(float(r.p_value), 6),
+        }
+    for (variant, strategy), group in baseline_rows(table).groupby(["variant", "strategy"]):
         for k in (group.k.min(), group.k.max()):
             r = group[group.k == k].iloc[0]
             summary.setdefault(variant, {})[f"{strategy}@{k}"] = round(float(r["mean"]), 6)

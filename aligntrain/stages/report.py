@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from aligntrain.config import Params
+from aligntrain.evaluation.compare import baseline_rows, family_sentence, family_size, primary_paragraph
 from aligntrain.io import write_text
 from aligntrain.paths import StudyPaths
 from aligntrain.rollouts.pool import read_pool
@@ -104,22 +105,29 @@ def setup_section(params: Params) -> list[str]:
         f"Evaluation: {p.rollouts.samples_per_prompt} samples per test prompt at temperature "
         f"{p.rollouts.temperature:g}; unbiased estimators over the pool (docs/math.md §1); intervals are "
         f"{int(100 * p.evaluate.confidence)}% paired "
-        f"prompt-bootstrap intervals ({p.evaluate.bootstrap_resamples} resamples).",
+        "seed × prompt bootstrap intervals (docs/evidence.md).",
         "",
     ]
     rows = [(f"`{name}`", params.variants[name].objective, _variant_options(params, name)) for name in p.run_variants]
     return lines + _table(["variant", "objective", "options"], rows) + [""]
 
 
-def scaling_section(params: Params, table: pd.DataFrame) -> list[str]:
+def scaling_section(params: Params, table: pd.DataFrame, family: int, split: str = "test") -> list[str]:
+    """The comparisons against the baseline on one split (``table``: its rows), ``family`` the size of
+    the whole corrected family."""
     baseline = params.compare.baseline
     level = int(100 * params.evaluate.confidence)
-    lines = [
-        "## Scaling curves and paired comparisons",
-        "",
-        "![scaling curves](scaling.png)",
-        "",
-        f"Mean over test prompts (± standard error); Δ: paired difference to `{baseline}` with its {level}% "
+    if split == "test":
+        lines = ["## Scaling curves and paired comparisons", "", "![scaling curves](scaling.png)", ""]
+    else:
+        lines = [
+            f"## Held-out prompts: the {split} split",
+            "",
+            "Prompts no stage trains on (the monitor only measures on them).",
+            "",
+        ]
+    lines += [
+        f"Mean over {split} prompts (± standard error); Δ: paired difference to `{baseline}` with its {level}% "
         "interval; W/T/L: prompts where the variant scores above / equal to / below the baseline. "
         "Full tables: [compare.md](compare.md).",
     ]
@@ -144,22 +152,40 @@ def scaling_section(params: Params, table: pd.DataFrame) -> list[str]:
             rows.append(cells)
         header = ["variant"] + [h for k in shown for h in (f"{strategy}@{k}", f"Δ@{k} [interval] W/T/L")]
         lines += ["", f"### {strategy}@k", ""] + _table(header, rows)
-        lines += ["", _scaling_sentence(params, sub, strategy, ks[0], ks[-1])]
+        lines += ["", _scaling_sentence(params, sub, ks[0], ks[-1], family)]
     return lines + [""]
 
 
-def _scaling_sentence(params: Params, sub: pd.DataFrame, strategy: str, k_min: int, k_max: int) -> str:
-    baseline = params.compare.baseline
+def _scaling_sentence(params: Params, sub: pd.DataFrame, k_min: int, k_max: int, family: int) -> str:
+    """Which comparisons at the smallest and largest k hold after Holm's correction, each with its interval."""
+    baseline, alpha = params.compare.baseline, 1.0 - params.evaluate.confidence
     parts = []
     for k in (k_min, k_max):
-        at = sub[(sub.k == k) & (sub.variant != baseline)]
-        above = [f"`{r.variant}`" for r in at.itertuples() if r.delta_low > 0]
-        below = [f"`{r.variant}`" for r in at.itertuples() if r.delta_high < 0]
-        parts.append(
-            f"at k = {k}, {', '.join(above) or 'no variant'} beat{'s' if len(above) == 1 else ''} `{baseline}` "
-            f"and {', '.join(below) or 'none'} fall{'s' if len(below) == 1 else ''} below it (interval excluding 0)"
-        )
-    return f"Read: {'; '.join(parts)}."
+        at = sub[(sub.k == k) & (sub.role == "family") & (sub.p_holm <= alpha)]
+        held = [
+            f"`{r.variant}` {'above' if r.delta > 0 else 'below'} it ({r.delta:+.3f} [{r.delta_low:+.3f}, "
+            f"{r.delta_high:+.3f}], p̃ {r.p_holm:.3g})"
+            for r in at.itertuples()
+        ]
+        parts.append(f"at k = {k}, {', '.join(held) if held else 'no variant differs from it'}")
+    corrected = f"with Holm's correction over the family of {family} comparisons"
+    return f"Read: against `{baseline}`, {corrected}: {'; '.join(parts)}."
+
+
+def primary_section(params: Params, table: pd.DataFrame) -> list[str]:
+    """The endpoint fixed before the run, first, with its interval; then how the rest was corrected."""
+    confidence = params.evaluate.confidence
+    first = table.iloc[0]
+    said = primary_paragraph(params, table)
+    prompts = ", ".join(f"{int(table[table.split == s].prompts.iloc[0])} {s}" for s in params.rollouts.splits)
+    return [
+        "## Primary endpoint",
+        "",
+        f"{first.seeds} seed{'s' if first.seeds != 1 else ''}; {prompts} prompts (docs/evidence.md). {said}",
+        "",
+        family_sentence(table, confidence),
+        "",
+    ]
 
 
 def confidence_section(params: Params, paths: StudyPaths, figures: dict[str, str]) -> list[str]:
@@ -650,8 +676,12 @@ def build_report(params: Params, paths: StudyPaths) -> dict:
         "",
     ]
     body += setup_section(params)
-    body += scaling_section(params, table)
-    body += alignment_section(params, table)
+    body += primary_section(params, table)
+    family = family_size(table)
+    body += scaling_section(params, baseline_rows(table), family)  # the primary may have a baseline of its own
+    for split in params.rollouts.held_out:
+        body += scaling_section(params, baseline_rows(table, split), family, split)
+    body += alignment_section(params, baseline_rows(table))
     body += confidence_section(params, paths, figures)
     body += efficiency_section(params, paths)
     body += weight_section(params, paths)
