@@ -300,3 +300,21 @@ def test_held_out_splits_join_the_one_family_and_the_primary_may_be_held_out():
     assert gain.p_holm == pytest.approx(3 * 2 / 121)
     assert "primary)" in markdown_table(table, "pass", "base", "validation")
     assert "primary)" not in markdown_table(table, "pass", "base", "test")
+
+
+def test_the_oracle_reading_names_the_closest_rule_at_every_group_size():
+    """By hand: at n = 8 b leads a by 0.1 with se 0.01 each (2·√2·0.01 = 0.028 < 0.1: told apart);
+    at n = 64 a leads b by 0.02 (within 0.028: not told apart)."""
+    from aligntrain.stages.report import closest_by_n
+
+    cosines = pd.DataFrame(
+        {
+            "variant": ["a", "b", "a", "b"],
+            "n": [8, 8, 64, 64],
+            "mean": [0.3, 0.4, 0.62, 0.60],
+            "stderr": [0.01, 0.01, 0.01, 0.01],
+        }
+    )
+    assert closest_by_n(cosines, [8, 64]) == (
+        "n = 8 `b` 0.400 ± 0.010; n = 64 `a` 0.620 ± 0.010 (not told apart from `b` 0.600 ± 0.010)"
+    )

@@ -475,6 +475,24 @@ def _batch_cosine_tables(paths: StudyPaths, cfg, ns: Sequence[int]) -> list[str]
     return lines
 
 
+def closest_by_n(cosines: pd.DataFrame, ns: Sequence[int]) -> str:
+    """The rule with the highest mean cosine at each group size, with its ± se, and the runner-up when
+    the two are within two standard errors of their difference (not told apart)."""
+    parts = []
+    for n in ns:
+        at = cosines[cosines.n == n].dropna(subset=["mean"]).sort_values("mean", ascending=False)
+        if at.empty:
+            continue
+        best = at.iloc[0]
+        said = f"n = {n} `{best.variant}` {best['mean']:.3f} ± {best.stderr:.3f}"
+        if len(at) > 1:
+            second = at.iloc[1]
+            if best["mean"] - second["mean"] <= 2 * math.hypot(best.stderr, second.stderr):
+                said += f" (not told apart from `{second.variant}` {second['mean']:.3f} ± {second.stderr:.3f})"
+        parts.append(said)
+    return "; ".join(parts)
+
+
 def oracle_section(params: Params, paths: StudyPaths) -> list[str]:
     import matplotlib
 
@@ -532,14 +550,11 @@ def oracle_section(params: Params, paths: StudyPaths) -> list[str]:
                 )
             rows.append(cells)
         lines += ["", f"### target {target}@{cfg.budget}", ""] + _table(["rule"] + [f"n = {n}" for n in ns], rows)
-        at_large = sub[sub.n == ns[-1]].dropna(subset=["mean"]).sort_values("mean", ascending=False)
-        if not at_large.empty:
-            best = at_large.iloc[0]
+        if closest := closest_by_n(sub, ns):
             lines += [
                 "",
-                f"Read: at n = {ns[-1]} the rule closest to the {target} oracle is `{best.variant}` "
-                f"(cos {best['mean']:.3f}); TEA Table 13 reports 0.2–0.6 for best-of-N on 7B models, where "
-                "the gradient lives in far more dimensions.",
+                f"Read: the rule closest to the {target} oracle, per group size: {closest}. TEA Table 13 reports "
+                "0.2–0.6 for best-of-N on 7B models, where the gradient lives in far more dimensions.",
             ]
     if problem_of(params).binary_rewards:
         lines += [
