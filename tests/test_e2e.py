@@ -98,6 +98,10 @@ def test_diagnostics_and_report(smoke_study):
         "## Synthetic checks",
     ):
         assert heading in report
+    test_size = params["problem"]["test_size"]
+    assert re.search(
+        rf"Greedy answers wrong with π ≥ 0\.5, of {test_size} test prompts: `warmup` \d+, `ce` \d+", report
+    )
     for link in re.findall(r"\]\((figures/[^)]+\.png)\)", report):
         assert (smoke_study / "reports" / link).read_bytes()[:4] == b"\x89PNG", link
 

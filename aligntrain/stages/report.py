@@ -210,7 +210,13 @@ def confidence_section(params: Params, paths: StudyPaths, figures: dict[str, str
     plot_confidence(frames, paths.figures / "confidence.png")
     plot_reward_shift(shifts, paths.figures / "reward_shift.png", binary)
     figures["confidence"] = "figures/confidence.png"
-    most = max(rows, key=lambda r: float(r[4]) if r[4] != "—" else -1)
+    # Counts, not a ranking: a few prompts either way is no finding (one seed, no interval).
+    wrong = [
+        f"`{v}` {round(_json(paths.diagnostics_metrics(v))['confidence']['confidently_wrong'] * len(frames[v]))}"
+        for v in params.run_variants
+        if _json(paths.diagnostics_metrics(v))["confidence"].get("confidently_wrong") is not None
+    ]
+    prompts = len(next(iter(frames.values()))) if frames else 0
     return [
         "## Overconfidence (DCO Fig. 1) and reward shift (TEA Fig. 3b)",
         "",
@@ -229,8 +235,9 @@ def confidence_section(params: Params, paths: StudyPaths, figures: dict[str, str
         ),
         "",
         f"Read: the probability the model puts on its own greedy completion, for prompts it gets right and wrong. "
-        f"A model that is confidently wrong has little mass left for the other N − 1 samples of pass@N. The largest "
-        f"share of confidently wrong greedy answers is {most[4]} (`{most[0].strip('`')}`). The per-token "
+        f"A model that is confidently wrong has little mass left for the other N − 1 samples of pass@N. Greedy "
+        f"answers wrong with π ≥ 0.5, of {prompts} test prompts: {', '.join(wrong) or 'none measured'} (counts with "
+        "no interval: a difference of a few prompts is not a finding). The per-token "
         "probability exp(ℓ/T) compares models whose completions are long (a 50-residue sequence has a tiny "
         "probability however sure each step is).",
         "",
