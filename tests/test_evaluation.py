@@ -160,7 +160,7 @@ def _seeded(base: pd.DataFrame, **shifts: float) -> pd.DataFrame:
 def test_the_primary_endpoint_is_apart_and_the_family_is_holm_corrected():
     """Exact expectations: a difference constant over seeds and prompts sits above 0 in every
     resample, so its p-value is the smallest, 2 / (R + 1); a variant equal to the baseline has p = 1;
-    Holm multiplies the smallest of m p-values by m; R is raised to ⌈2m / α⌉ when that is more."""
+    Holm multiplies the smallest of m p-values by m; R is raised to ⌈20m / α⌉ when that is more."""
     rng = np.random.default_rng(0)
     ids = [f"p{i}" for i in range(30)]
     seeds = [
@@ -184,14 +184,14 @@ def test_the_primary_endpoint_is_apart_and_the_family_is_holm_corrected():
         primary=("new", "pass@2", "base", "test"),
     )
     assert table.groupby("role").size().to_dict() == {"baseline": 2, "family": 5, "primary": 1}
-    resamples = 200  # max(100, ⌈2 · 5 / 0.05⌉)
+    resamples = 2000  # max(100, ⌈20 · 5 / 0.05⌉)
     assert (table.resamples == resamples).all() and (table.seeds == 2).all() and (table.prompts == 30).all()
     primary = table[table.role == "primary"].iloc[0]
     assert (primary.variant, primary.strategy, primary.k) == ("new", "pass", 2)
     assert primary.delta == pytest.approx(0.1) and primary.delta_low == pytest.approx(0.1)
     assert primary.p_value == pytest.approx(2 / (resamples + 1)) and np.isnan(primary.p_holm)
     strong = table[(table.variant == "strong") & (table.k == 1)].iloc[0]
-    assert strong.p_value == pytest.approx(2 / 201) and strong.p_holm == pytest.approx(5 * 2 / 201)
+    assert strong.p_value == pytest.approx(2 / 2001) and strong.p_holm == pytest.approx(5 * 2 / 2001)
     equal = table[(table.role == "family") & ~((table.variant == "strong") & (table.k == 1))]
     assert (equal.p_value == 1.0).all() and (equal.p_holm == 1.0).all()
     assert primary_sentence(table, 0.95).startswith(
@@ -202,9 +202,9 @@ def test_the_primary_endpoint_is_apart_and_the_family_is_holm_corrected():
     )
     said = family_sentence(table, 0.95)
     assert "The other 5 comparisons against `base` are one family" in said
-    assert "Holding after the correction: `strong` pass@1 (test) +0.200 [+0.200, +0.200], p̃ 0.0498." in said
+    assert "Holding after the correction (1 of 5): `strong` pass@1 (test) +0.200 [+0.200, +0.200], p̃ 0.005." in said
     md = markdown_table(table, "pass", "base")
-    assert "(Δ +0.100 [+0.100, +0.100], primary)" in md and "p̃ 0.0498)" in md
+    assert "(Δ +0.100 [+0.100, +0.100], primary)" in md and "p̃ 0.005)" in md
 
 
 def test_a_primary_against_another_baseline_is_a_row_of_its_own():
@@ -269,7 +269,7 @@ def test_the_report_states_the_primary_first_and_reads_the_rest_with_holm():
     read = next(line for line in page.splitlines() if line.startswith("Read:"))
     assert read == (
         "Read: against `ce`, with Holm's correction over the family of 3 comparisons: at k = 1, `warmup` below it "
-        "(-0.300 [-0.300, -0.300], p̃ 0.0496); at k = 2, no variant differs from it."
+        "(-0.300 [-0.300, -0.300], p̃ 0.005); at k = 2, no variant differs from it."
     )
 
 
@@ -292,12 +292,12 @@ def test_held_out_splits_join_the_one_family_and_the_primary_may_be_held_out():
         ("validation", "family"): 1,
         ("validation", "primary"): 1,
     }
-    assert (table.resamples == 120).all(), "3 in the family: max(100, ⌈2 · 3 / 0.05⌉)"
+    assert (table.resamples == 1200).all(), "3 in the family: max(100, ⌈20 · 3 / 0.05⌉)"
     assert dict(zip(table.split, table.prompts)) == {"test": 12, "validation": 8}
     primary = table[table.role == "primary"].iloc[0]
-    assert (primary.split, primary.delta, primary.p_value) == ("validation", pytest.approx(0.2), pytest.approx(2 / 121))
+    assert (primary.split, primary.delta, primary.p_value) == ("validation", pytest.approx(0.2), pytest.approx(2 / 1201))
     gain = table[(table.split == "test") & (table.variant == "new") & (table.k == 1)].iloc[0]
-    assert gain.p_holm == pytest.approx(3 * 2 / 121)
+    assert gain.p_holm == pytest.approx(3 * 2 / 1201)
     assert "primary)" in markdown_table(table, "pass", "base", "validation")
     assert "primary)" not in markdown_table(table, "pass", "base", "test")
 

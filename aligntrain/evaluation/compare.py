@@ -203,7 +203,7 @@ def family_sentence(table: pd.DataFrame, confidence: float) -> str:
         f"The other {m} comparisons against `{table[table.role == 'family'].baseline.iloc[0]}` are one family: "
         f"p̃ is the Holm-adjusted p-value (family-wise error ≤ {alpha:g}); the intervals shown are each "
         f"comparison's own {int(round(100 * confidence))}% interval, not adjusted. "
-        f"Holding after the correction: {said}."
+        f"Holding after the correction ({len(held)} of {m}): {said}."
     )
 
 

@@ -130,5 +130,9 @@ def smallest_p_value(n_resamples: int) -> float:
 
 
 def resamples_for(family_size: int, alpha: float) -> int:
-    """The fewest resamples whose smallest p-value can pass Holm's first threshold α / m."""
-    return int(np.ceil(2.0 * family_size / alpha)) if family_size else 1
+    """The fewest resamples whose smallest p-value is a tenth of Holm's first threshold α / m.
+
+    At exactly α / m a comparison far from 0 would pass or fail on the resampling's resolution; a
+    tenfold margin puts about ten resampled means beyond 0 at the threshold, not one.
+    """
+    return int(np.ceil(20.0 * family_size / alpha)) if family_size else 1
