@@ -295,7 +295,11 @@ def test_held_out_splits_join_the_one_family_and_the_primary_may_be_held_out():
     assert (table.resamples == 1200).all(), "3 in the family: max(100, ⌈20 · 3 / 0.05⌉)"
     assert dict(zip(table.split, table.prompts)) == {"test": 12, "validation": 8}
     primary = table[table.role == "primary"].iloc[0]
-    assert (primary.split, primary.delta, primary.p_value) == ("validation", pytest.approx(0.2), pytest.approx(2 / 1201))
+    assert (primary.split, primary.delta, primary.p_value) == (
+        "validation",
+        pytest.approx(0.2),
+        pytest.approx(2 / 1201),
+    )
     gain = table[(table.split == "test") & (table.variant == "new") & (table.k == 1)].iloc[0]
     assert gain.p_holm == pytest.approx(3 * 2 / 1201)
     assert "primary)" in markdown_table(table, "pass", "base", "validation")
