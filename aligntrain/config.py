@@ -366,7 +366,7 @@ class RLConfig(RLSettings):
 class Variant(_Section):
     """A training variant: an objective from the registry and that objective's options.
 
-    Written flat in params.yaml: ``{objective: pass_at_n, n: 16}``.
+    Written flat in params.yaml: ``{objective: pass_at_n, budget: 16}``.
     """
 
     model_config = ConfigDict(extra="allow", frozen=True)
