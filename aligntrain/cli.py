@@ -65,6 +65,7 @@ def run_stage(stage: pipeline.Stage, params_file: str, root: str, variant: str |
     try:
         if variant is not None:
             params.variant(variant)
+            params = params.for_replicate(variant)  # a seed replicate trains and samples under its own seed
         if variants:
             pipeline.check_variants(params, variants.split(","))
         tracking.check_tracking_server(Path(root))

@@ -37,6 +37,10 @@ class _Section(BaseModel):
     # options): lax pydantic reads `true` as 1 or 1.0 and `16.0` as 16.
 
 
+#: joins a variant and a seed in a replicate's name: ``ce--s1`` is ``ce`` trained under seed 1 (study.seeds)
+REPLICATE = "--s"
+
+
 class StudyConfig(_Section):
     name: str = Field("default", description="Study name: the MLflow parent run and experiment tag.")
     seed: StrictInt = Field(0, description="Seed of data generation, initialisation and sampling.")
@@ -47,6 +51,12 @@ class StudyConfig(_Section):
         description="Variants this study trains, evaluates and compares (names in `variants`, which is the "
         "catalog); None: all of them. `dvc exp run -S 'study.run=[ce,tea]'` picks others.",
     )
+    seeds: list[StrictInt] = Field(
+        [],
+        description="More seeds to replicate every variant of study.run under: each is trained, sampled and scored "
+        "again as `<variant>--s<seed>` (docs/evidence.md), and compare's intervals run over seeds and prompts. "
+        "The data, pretraining and the warm-up stay those of study.seed. []: one seed.",
+    )
     torch_threads: StrictInt = Field(
         1,
         ge=0,
@@ -54,6 +64,12 @@ class StudyConfig(_Section):
         "trains at 0.10 s/step with 2 threads and 0.17 with 1 when idle, but 2 threads fall to 0.4-2.8 s/step "
         "as soon as another process is busy; 1 is the robust default.",
     )
+
+    @model_validator(mode="after")
+    def _seeds_are_new(self) -> StudyConfig:
+        if len(set(self.seeds)) != len(self.seeds) or self.seed in self.seeds or min(self.seeds, default=0) < 0:
+            raise ValueError(f"seeds must be distinct seeds >= 0 other than study.seed ({self.seed}), got {self.seeds}")
+        return self
 
     @field_validator("name", "experiment")
     @classmethod
@@ -613,6 +629,8 @@ class Params(_Section):
         for name in variants:
             if not name.replace("_", "").replace("-", "").isalnum():
                 raise ValueError(f"variant name {name!r} must be letters, digits, '_' or '-'")
+            if REPLICATE in name:
+                raise ValueError(f"variant name {name!r}: {REPLICATE!r} marks a seed replicate (study.seeds)")
         return variants
 
     @model_validator(mode="after")
@@ -753,9 +771,36 @@ class Params(_Section):
         return RLConfig(**dict(self.rl), rule=objective.rule_config, loss_type=objective.loss_type)
 
     def variant(self, name: str) -> Variant:
-        if name not in self.variants:
+        """The catalog entry of a variant, or of the variant a seed replicate (``ce--s1``) repeats."""
+        base, _ = self.replicate_of(name)
+        if base not in self.variants:
             raise ValueError(f"unknown variant {name!r}; params.yaml declares {sorted(self.variants)}")
-        return self.variants[name]
+        return self.variants[base]
+
+    @property
+    def replicates(self) -> list[str]:
+        """Every trained model of the study: study.run under study.seed, then each under every seed of study.seeds."""
+        return self.run_variants + [f"{v}{REPLICATE}{seed}" for seed in self.study.seeds for v in self.run_variants]
+
+    def replicates_of(self, variant: str) -> list[str]:
+        """``variant`` and its seed replicates, study.seed first."""
+        return [variant] + [f"{variant}{REPLICATE}{seed}" for seed in self.study.seeds]
+
+    def replicate_of(self, name: str) -> tuple[str, int]:
+        """(variant, seed) of a replicate name; a plain variant name is its own replicate under study.seed."""
+        base, mark, seed = name.partition(REPLICATE)
+        if not mark:
+            return name, self.study.seed
+        if not seed.isdigit() or int(seed) not in self.study.seeds:
+            raise ValueError(f"{name!r} is no replicate of this study: study.seeds is {self.study.seeds}")
+        return base, int(seed)
+
+    def for_replicate(self, name: str) -> Params:
+        """These parameters with study.seed set to the replicate's seed (the seed its stages train and sample with)."""
+        _, seed = self.replicate_of(name)
+        if seed == self.study.seed:
+            return self
+        return self.model_copy(update={"study": self.study.model_copy(update={"seed": seed})})
 
 
 def _one_line(err: Exception) -> str:

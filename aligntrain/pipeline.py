@@ -14,7 +14,8 @@ Paths in ``deps``/``outs`` are templates: ``{v}`` is the stage's own variant
 variant the study runs (what ``compare`` and ``report`` read, file by file, so
 outputs left behind by an earlier experiment never change their inputs); an entry with
 ``{held}`` once for every held-out split of ``rollouts.splits`` (none when the study
-evaluates the test split alone).
+evaluates the test split alone); an entry with ``{rep}`` once for every replicate
+(``study.seeds``); ``{base}`` is the variant a replicate repeats.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ class Stage:
     """One stage per variant of ``study.run`` (DVC ``foreach``; ``--variant`` on the command line)."""
     accelerator: bool = False
     """Trains or samples a model: scheduled on the GPU pool of agents when there is one."""
+    replicated: bool = False
+    """Run again for every seed of ``study.seeds`` (a per-variant stage: ``train@ce--s1``, ...)."""
     deps: tuple[str, ...] = ()
     params: tuple[str, ...] = ()
     outs: tuple[str, ...] = ()
@@ -225,6 +228,7 @@ STAGES: tuple[Stage, ...] = (
         _train_logged,
         per_variant=True,
         accelerator=True,
+        replicated=True,
         deps=(
             "data",
             "models/warmup",
@@ -234,7 +238,7 @@ STAGES: tuple[Stage, ...] = (
             *_MONITOR_CODE,
             *_GRADING_CODE,
         ),
-        params=("study.seed", "model", "problem", "train", "rl", "variants.{v}", "monitor"),
+        params=("study.seed", "model", "problem", "train", "rl", "variants.{base}", "monitor"),
         outs=("models/variants/{v}",),
         plots=("plots/monitor/variants/{v}.csv",),
     ),
@@ -245,6 +249,7 @@ STAGES: tuple[Stage, ...] = (
         _variant_and("rollouts"),
         per_variant=True,
         accelerator=True,
+        replicated=True,
         deps=(
             "data/test.parquet",
             "data/{held}.parquet",
@@ -263,6 +268,7 @@ STAGES: tuple[Stage, ...] = (
         _evaluate,
         _variant_and("evaluate"),
         per_variant=True,
+        replicated=True,
         deps=(
             "data/test.parquet",
             "data/{held}.parquet",
@@ -286,8 +292,8 @@ STAGES: tuple[Stage, ...] = (
         _compare,
         lambda p, v: {"compare": p.compare.model_dump()},
         deps=(
-            "metrics/per_prompt/{each}.parquet",
-            "metrics/per_prompt/{held}/{each}.parquet",
+            "metrics/per_prompt/{rep}.parquet",
+            "metrics/per_prompt/{held}/{rep}.parquet",
             "aligntrain/evaluation",
             "aligntrain/estimators.py",
             "aligntrain/stages/evaluation.py",
@@ -406,15 +412,24 @@ DVC_HEADER = """\
 """
 
 
-def _expand(templates: tuple[str, ...], variants: list[str], foreach: bool, held_out: list[str]) -> list[str]:
+def _expand(templates: tuple[str, ...], study: Params, item: Mapping[str, str] | None) -> list[str]:
+    """Path and parameter templates as dvc.yaml writes them for ``study``.
+
+    ``item``: what ``{v}`` and ``{base}`` stand for inside a ``foreach`` (None outside one).
+    """
     out: list[str] = []
     # {held}: once per held-out split of rollouts.splits (none when the study evaluates test alone)
-    templates = tuple(t.replace("{held}", split) for t in templates for split in (held_out if "{held}" in t else [""]))
+    held = study.rollouts.held_out
+    templates = tuple(t.replace("{held}", split) for t in templates for split in (held if "{held}" in t else [""]))
     for t in templates:
         if "{each}" in t:
-            out.extend(t.replace("{each}", v) for v in variants)
+            out.extend(t.replace("{each}", v) for v in study.run_variants)
+        elif "{rep}" in t:
+            out.extend(t.replace("{rep}", r) for r in study.replicates)
+        elif item is not None:
+            out.append(t.replace("{v}", item["v"]).replace("{base}", item["base"]))
         else:
-            out.append(t.replace("{v}", "${item}") if foreach else t)
+            out.append(t)
     return out
 
 
@@ -438,36 +453,44 @@ def _code_relative_to(templates: tuple[str, ...], code_root: str) -> tuple[str, 
     return tuple(f"{code_root}/{t}" if t.startswith("aligntrain/") else t for t in templates)
 
 
-def stage_entry(stage: Stage, variants: list[str], code_root: str = ".", held_out: list[str] = ()) -> dict[str, Any]:
-    """The ``dvc.yaml`` entry of one stage (a ``foreach`` over ``study.run`` when per variant).
+def stage_entry(stage: Stage, study: Params, code_root: str = ".") -> dict[str, Any]:
+    """The ``dvc.yaml`` entry of one stage (a ``foreach`` when per variant).
 
+    A per-variant stage loops over ``study.run``; a replicated one, in a study with
+    ``study.seeds``, over every replicate (``ce``, ``ce--s1``, ...), each item naming its variant.
     ``code_root``: the checkout relative to the study folder (``../..`` for ``pipelines/<study>``);
     DVC runs a stage in its dvc.yaml's folder, so data paths stay relative to the study and only
     the code dependencies point back at the checkout.
     """
-    foreach = stage.per_variant
-    cmd = f"aligntrain {stage.command}" + (" --variant ${item}" if foreach else "")
-    if any("{each}" in d for d in stage.deps):
-        cmd += " --variants " + ",".join(variants)  # the stage checks these are study.run (stale dvc.yaml)
+    seeded = stage.per_variant and stage.replicated and bool(study.study.seeds)
+    item = None
+    if stage.per_variant:
+        item = {"v": "${key}", "base": "${item.variant}"} if seeded else {"v": "${item}", "base": "${item}"}
+    cmd = f"aligntrain {stage.command}" + (f" --variant {item['v']}" if item else "")
+    if any("{each}" in d or "{rep}" in d for d in stage.deps):
+        cmd += " --variants " + ",".join(study.run_variants)  # the stage checks these are study.run (stale dvc.yaml)
     body: dict[str, Any] = {"cmd": cmd}
     deps = _code_relative_to(stage.deps, code_root)
     for key, templates in (("deps", deps), ("params", stage.params), ("outs", stage.outs)):
         if templates:
-            body[key] = _expand(templates, variants, foreach, list(held_out))
+            body[key] = _expand(templates, study, item)
     if stage.uncached_outs:
-        body.setdefault("outs", []).extend(_uncached(_expand(stage.uncached_outs, variants, foreach, list(held_out))))
+        body.setdefault("outs", []).extend(_uncached(_expand(stage.uncached_outs, study, item)))
     if stage.metrics:
-        body["metrics"] = _uncached(_expand(stage.metrics, variants, foreach, list(held_out)))
+        body["metrics"] = _uncached(_expand(stage.metrics, study, item))
     if stage.plots:
-        body["plots"] = _uncached(_expand(stage.plots, variants, foreach, list(held_out)))
-    return {"foreach": "${study.run}", "do": body} if foreach else body
+        body["plots"] = _uncached(_expand(stage.plots, study, item))
+    if not stage.per_variant:
+        return body
+    if seeded:
+        return {"foreach": {r: {"variant": study.replicate_of(r)[0]} for r in study.replicates}, "do": body}
+    return {"foreach": "${study.run}", "do": body}
 
 
 def dvc_pipeline(params: Params, code_root: str = ".") -> dict[str, Any]:
     """The whole ``dvc.yaml`` as data (``code_root``: see :func:`stage_entry`)."""
-    variants = params.run_variants
     return {
-        "stages": {s.name: stage_entry(s, variants, code_root, params.rollouts.held_out) for s in STAGES},
+        "stages": {s.name: stage_entry(s, params, code_root) for s in STAGES},
         # `dvc plots show`: every variant's pass@k curve and compare's overlay with 95% bands.
         "plots": [
             {"plots/curves": {"x": "k", "y": "pass_at_k", "x_label": "budget k", "y_label": "score"}},
@@ -492,10 +515,11 @@ def check_written_params(params: Params, raw: Mapping[str, Any], where: str) -> 
     import re
 
     data = dvc_pipeline(params)
-    keys = set(re.findall(r"\$\{([\w.]+)\}", render_dvc_yaml(params))) - {"item"}
+    keys = {k for k in re.findall(r"\$\{([\w.]+)\}", render_dvc_yaml(params)) if k.split(".")[0] not in ("item", "key")}
     for entry in data["stages"].values():
         for key in entry.get("do", entry).get("params", []):
-            keys |= {key.replace("${item}", v) for v in params.run_variants} if "${item}" in key else {key}
+            loop = next((m for m in ("${item}", "${item.variant}") if m in key), None)
+            keys |= {key.replace(loop, v) for v in params.run_variants} if loop else {key}
     missing = []
     for key in sorted(keys):
         node: Any = raw

@@ -418,3 +418,30 @@ def test_a_run_without_the_primarys_variants_keeps_it_untested():
     assert params.compare.primary.variant == "pass_at_n"
     assert params.primary_not_run == ["pass_at_n"] and params.primary_endpoint is None
     assert parse_params(RAW).primary_endpoint == ("pass_at_n", "pass@64", "ce", "test")
+
+
+def test_seed_replicates_name_their_variant_and_seed():
+    raw = copy.deepcopy(RAW)
+    raw["study"]["seeds"] = [3, 4]
+    params = parse_params(raw)
+    assert params.replicates_of("ce") == ["ce", "ce--s3", "ce--s4"]
+    assert params.replicate_of("ce--s4") == ("ce", 4) and params.replicate_of("ce") == ("ce", 0)
+    assert params.variant("pass_at_n--s3") is params.variants["pass_at_n"]
+    assert params.for_replicate("ce--s3").study.seed == 3 and params.for_replicate("ce") is params
+    with pytest.raises(ValueError, match=r"'ce--s9' is no replicate of this study: study.seeds is \[3, 4\]"):
+        params.variant("ce--s9")
+
+
+@pytest.mark.parametrize("seeds", [[1, 1], [0, 2], [-1]])
+def test_seeds_must_be_new_and_distinct(seeds):
+    raw = copy.deepcopy(RAW)
+    raw["study"]["seeds"] = seeds
+    with pytest.raises(ParamsError, match="study: seeds must be distinct seeds >= 0 other than study.seed"):
+        parse_params(raw)
+
+
+def test_a_variant_name_cannot_look_like_a_replicate():
+    raw = copy.deepcopy(RAW)
+    raw["variants"]["ce--s1"] = {"objective": "ce"}
+    with pytest.raises(ParamsError, match="marks a seed replicate"):
+        parse_params(raw)

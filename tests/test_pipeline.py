@@ -375,3 +375,48 @@ def test_outputs_no_cache_holds_are_one_line_per_stage_in_the_log(tmp_path):
             "(written by another run): DVC reproduces the stage"
         ) in log.lines
     assert "Running stage 'use':" in log.lines and (repo / "b.txt").read_text() == "xx"
+
+
+def _seeded_study(tmp_path: Path) -> Path:
+    """The smoke profile with study.seeds [1, 2]: its params.yaml and the dvc.yaml rendered for it."""
+    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
+    raw["study"]["run"] = ["warmup", "ce"]
+    raw["study"]["seeds"] = [1, 2]
+    study = tmp_path / "study"
+    study.mkdir()
+    (study / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    (study / "dvc.yaml").write_text(pipeline.render_dvc_yaml(load_params(study / "params.yaml")))
+    return study
+
+
+def test_seed_replicates_are_stages_of_one_dag(tmp_path):
+    """study.seeds [1, 2]: training, rollouts and evaluation run once per (variant, seed), named
+    `<variant>--s<seed>`; the diagnostics stay on study.seed's models; compare reads every replicate."""
+    study = _seeded_study(tmp_path)
+    params = load_params(study / "params.yaml")
+    assert params.replicates == ["warmup", "ce", "warmup--s1", "ce--s1", "warmup--s2", "ce--s2"]
+    stages = yaml.safe_load((study / "dvc.yaml").read_text())["stages"]
+    train = stages["train"]
+    assert train["foreach"]["ce--s2"] == {"variant": "ce"} and list(train["foreach"]) == params.replicates
+    assert train["do"]["cmd"] == "aligntrain train --variant ${key}"
+    assert "variants.${item.variant}" in train["do"]["params"] and "models/variants/${key}" in train["do"]["outs"]
+    assert stages["diagnose"]["foreach"] == "${study.run}"
+    per_prompt = [d for d in stages["compare"]["deps"] if d.startswith("metrics/per_prompt/")]
+    assert per_prompt == [f"metrics/per_prompt/{r}.parquet" for r in params.replicates] + [
+        f"metrics/per_prompt/validation/{r}.parquet" for r in params.replicates
+    ]
+    pipeline.check_written_params(params, yaml.safe_load((study / "params.yaml").read_text()), "params.yaml")
+
+
+def test_dvc_resolves_the_replicates_commands(tmp_path):
+    """DVC itself: the stage names and the commands it would run for the replicates."""
+    from dvc.repo import Repo
+
+    study = _seeded_study(tmp_path)
+    subprocess.run(["git", "init", "-q"], cwd=study, check=True)
+    subprocess.run([sys.executable, "-m", "dvc", "init", "-q"], cwd=study, check=True)
+    with Repo(str(study)) as repo:
+        commands = {stage.name: stage.cmd for stage in repo.index.stages}
+    assert commands["train@ce--s1"] == "aligntrain train --variant ce--s1"
+    assert commands["evaluate@warmup--s2"] == "aligntrain evaluate --variant warmup--s2"
+    assert "diagnose@ce--s1" not in commands and commands["diagnose@ce"] == "aligntrain diagnose --variant ce"

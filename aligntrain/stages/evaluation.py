@@ -116,8 +116,11 @@ def evaluate_pool(params: Params, paths: StudyPaths, variant: str, rows: Sequenc
 
 def compare_variants(params: Params, paths: StudyPaths) -> dict:
     """``reports/compare.{md,csv,json}`` and ``reports/scaling.png``: the primary endpoint first, then the family."""
-    per_split = {
-        split: {v: pd.read_parquet(paths.per_prompt(v, split)) for v in params.run_variants}
+    per_split = {  # every variant's tables, one per seed (study.seed, then study.seeds)
+        split: {
+            v: [pd.read_parquet(paths.per_prompt(r, split)) for r in params.replicates_of(v)]
+            for v in params.run_variants
+        }
         for split in params.rollouts.splits
     }
     mixed = mixed_samplers({v: read_sampler(paths.per_prompt(v)) for v in params.run_variants})
