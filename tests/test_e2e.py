@@ -276,3 +276,26 @@ def test_a_second_flow_run_does_nothing(flow_study):
     again = _run([sys.executable, "flows/study.py"], cwd=study, scratch=study.parent)
     assert "0 of 11 stages to run" in again.stdout + again.stderr
     assert len(mlflow.search_runs(experiment_names=["aligntrain-smoke"], output_format="list")) == before
+
+
+def test_a_seed_added_to_a_run_study_trains_only_its_replicates(smoke_study, tmp_path):
+    """study.seeds [1] on a copy of the finished smoke study: `dvc repro compare` runs ce's replicate
+    (train, rollouts, evaluate under seed 1) and compare, nothing else; the replicate's model differs
+    from seed 0's, and compare's intervals run over 2 seeds."""
+    import shutil
+
+    study = tmp_path / "study"
+    shutil.copytree(smoke_study, study, symlinks=True)
+    params = yaml.safe_load((study / "params.yaml").read_text())
+    params["study"]["seeds"] = [1]
+    (study / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    _run([str(BIN / "aligntrain"), "pipeline"], cwd=study, scratch=tmp_path)
+    out = _run([str(BIN / "dvc"), "repro", "compare"], cwd=study, scratch=tmp_path).stdout
+    ran = set(re.findall(r"Running stage '([^']+)'", out))
+    replicates = {f"{stage}@{v}--s1" for stage in ("train", "rollouts", "evaluate") for v in params["study"]["run"]}
+    assert ran == replicates | {"compare"}, ran
+    weights = [(study / "models" / "variants" / v / "model.safetensors").read_bytes() for v in ("ce", "ce--s1")]
+    assert weights[0] != weights[1], "the replicate trained under its own seed"
+    table = pd.read_csv(study / "reports" / "compare.csv")
+    assert set(table.seeds) == {2} and set(table.split) == {"test", "validation"}
+    assert "2 seeds" in (study / "reports" / "compare.md").read_text().splitlines()[0]
