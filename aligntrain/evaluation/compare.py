@@ -145,6 +145,11 @@ def baseline_rows(table: pd.DataFrame, split: str = "test") -> pd.DataFrame:
     return table[(table.split == split) & (table.baseline == baseline)]
 
 
+def prompts_per_split(table: pd.DataFrame) -> str:
+    """ "200 test, 200 validation": how many prompts each split's comparisons are over."""
+    return ", ".join(f"{int(group.prompts.iloc[0])} {split}" for split, group in table.groupby("split", sort=False))
+
+
 def family_size(table: pd.DataFrame) -> int:
     return int((table.role == "family").sum())
 

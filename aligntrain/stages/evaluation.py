@@ -22,6 +22,7 @@ from aligntrain.evaluation.compare import (
     markdown_table,
     plot_scaling,
     primary_paragraph,
+    prompts_per_split,
 )
 from aligntrain.evaluation.curves import curve_table, per_prompt_scores, strategies_for, summarize
 from aligntrain.io import atomic_path, write_json, write_text
@@ -138,7 +139,7 @@ def compare_variants(params: Params, paths: StudyPaths) -> dict:
         table.to_csv(tmp, index=False)
     level = int(round(100 * confidence))
     first = table.iloc[0]
-    prompts = ", ".join(f"{int(table[table.split == s].prompts.iloc[0])} {s}" for s in params.rollouts.splits)
+    prompts = prompts_per_split(table)
     body = [
         f"# Study `{params.study.name}`: variants compared on {prompts} prompts, {first.seeds} "
         f"seed{'s' if first.seeds != 1 else ''}",

@@ -19,7 +19,13 @@ import numpy as np
 import pandas as pd
 
 from aligntrain.config import Params
-from aligntrain.evaluation.compare import baseline_rows, family_sentence, family_size, primary_paragraph
+from aligntrain.evaluation.compare import (
+    baseline_rows,
+    family_sentence,
+    family_size,
+    primary_paragraph,
+    prompts_per_split,
+)
 from aligntrain.io import write_text
 from aligntrain.paths import StudyPaths
 from aligntrain.rollouts.pool import read_pool
@@ -177,7 +183,7 @@ def primary_section(params: Params, table: pd.DataFrame) -> list[str]:
     confidence = params.evaluate.confidence
     first = table.iloc[0]
     said = primary_paragraph(params, table)
-    prompts = ", ".join(f"{int(table[table.split == s].prompts.iloc[0])} {s}" for s in params.rollouts.splits)
+    prompts = prompts_per_split(table)
     return [
         "## Primary endpoint",
         "",
@@ -193,10 +199,13 @@ def confidence_section(params: Params, paths: StudyPaths, figures: dict[str, str
 
     binary = problem_of(params).binary_rewards
     frames, shifts, rows = {}, {}, []
+    wrong: list[str] = []  # counts, not a ranking: a few prompts either way is no finding (one seed, no interval)
     for v in params.run_variants:
         frames[v] = pd.read_parquet(paths.diagnostics(v) / "confidence.parquet")
         shifts[v] = reward_distribution(read_pool(paths.pool(v)), binary)
         c = _json(paths.diagnostics_metrics(v))["confidence"]
+        if c.get("confidently_wrong") is not None:
+            wrong.append(f"`{v}` {round(c['confidently_wrong'] * len(frames[v]))}")
         rows.append(
             (
                 f"`{v}`",
@@ -210,12 +219,6 @@ def confidence_section(params: Params, paths: StudyPaths, figures: dict[str, str
     plot_confidence(frames, paths.figures / "confidence.png")
     plot_reward_shift(shifts, paths.figures / "reward_shift.png", binary)
     figures["confidence"] = "figures/confidence.png"
-    # Counts, not a ranking: a few prompts either way is no finding (one seed, no interval).
-    wrong = [
-        f"`{v}` {round(_json(paths.diagnostics_metrics(v))['confidence']['confidently_wrong'] * len(frames[v]))}"
-        for v in params.run_variants
-        if _json(paths.diagnostics_metrics(v))["confidence"].get("confidently_wrong") is not None
-    ]
     prompts = len(next(iter(frames.values()))) if frames else 0
     return [
         "## Overconfidence (DCO Fig. 1) and reward shift (TEA Fig. 3b)",
