@@ -262,6 +262,12 @@ class OptimConfig(_Section):
     learning_rate: Real = Field(1e-3, gt=0, description="Peak learning rate.")
     lr_warmup_ratio: Real = Field(0.05, ge=0, lt=1, description="Fraction of steps of linear learning-rate warm-up.")
     weight_decay: Real = Field(0.0, ge=0, description="AdamW weight decay.")
+    max_grad_norm: Real = Field(
+        1.0,
+        gt=0,
+        description="Clip the global gradient norm to this before each step (transformers' default 1.0; CAT Table 10 "
+        "uses 0.3).",
+    )
     checkpoint_every: StrictInt = Field(100, ge=1, description="Save a resumable checkpoint every this many steps.")
     log_every: StrictInt = Field(10, ge=1, description="Log training metrics every this many steps.")
     activation_checkpointing: bool = Field(

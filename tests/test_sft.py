@@ -625,3 +625,44 @@ def test_atomic_checkpoints_must_come_before_the_trainer_class():
 
     with pytest.raises(TypeError, match="before the trainer class"):
         type("Late", (SFTTrainer, AtomicCheckpoints), {})
+
+
+class _GradNorms(TrainerCallback):
+    """The global gradient norm the optimizer is about to apply (after clipping), recomputed from p.grad."""
+
+    def __init__(self):
+        self.norms: list[float] = []
+
+    def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+        grads = [p.grad.detach().double().flatten() for p in model.parameters() if p.grad is not None]
+        self.norms.append(float(torch.cat(grads).norm()))
+
+
+@pytest.mark.parametrize("max_grad_norm", [0.05, 1e6])
+def test_max_grad_norm_bounds_the_applied_gradient(tiny_model, arith_rows, tmp_path, max_grad_norm):
+    """CAT Table 10's max gradient norm reaches the trainer: the gradient the step applies has norm
+    min(raw, max_grad_norm), where raw is the pre-clip norm the trainer logs."""
+    model, tokenizer = tiny_model
+    applied, logs = _GradNorms(), _LogRecorder()
+    train_sft(
+        model,
+        tokenizer,
+        arith_rows["train"][:16],
+        _optim(2, max_grad_norm=max_grad_norm),
+        tmp_path / "run",
+        objective=PassAtN(budget=4),
+        max_length=128,
+        seed=0,
+        callbacks=[applied, logs],
+    )
+    raw = [float(log["grad_norm"]) for log in logs.logs if "grad_norm" in log]
+    assert len(raw) == len(applied.norms) == 2
+    for before, after in zip(raw, applied.norms):
+        assert after == pytest.approx(min(before, max_grad_norm), rel=1e-4)
+    if max_grad_norm < 1:
+        assert min(raw) > max_grad_norm, "the bound was exercised"
+
+
+def test_max_grad_norm_must_be_positive():
+    with pytest.raises(ValueError, match="max_grad_norm"):
+        _optim(1, max_grad_norm=0)

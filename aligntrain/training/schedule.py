@@ -49,6 +49,7 @@ def schedule_arguments(optim: OptimConfig, checkpoint_dir: str | Path, *, seed: 
         lr_scheduler_type="linear",
         warmup_steps=optim.lr_warmup_ratio,  # a float < 1 is a fraction of max_steps
         weight_decay=optim.weight_decay,
+        max_grad_norm=optim.max_grad_norm,
         logging_steps=optim.log_every,
         save_strategy="steps",
         save_steps=optim.checkpoint_every,
