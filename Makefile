@@ -75,7 +75,7 @@ pipelines: venv
 smoke: venv
 	ALIGNTRAIN_CONCURRENCY=$(CONCURRENCY) scripts/run_profile.sh profiles/smoke.yaml build/smoke
 
-# ---- GPU agents (README "Running on GPU agents") ----------------------------------
+# ---- GPU agents (docs/agents.md) ----------------------------------
 # HOST=0.0.0.0 serves other machines (put it behind your network's access control).
 HOST ?= 127.0.0.1
 PREFECT_PORT ?= 4200
@@ -113,7 +113,7 @@ submit: venv                  ## the committed study on the agents; ends with `d
 # test (the README's test command; CI runs it); `make test-fast` leaves out the end-to-end runs
 # marked slow, for the edit loop. Both print the 30 slowest tests, so every run shows where its time
 # goes. Both tiers run on two pytest-xdist workers, a file to a worker, except that each stand-in
-# study is a unit of its own (tests/conftest.py); the end-to-end tier runs after the fast one.
+# study is a unit of its own (tests/conftest.py); `make test` runs both tiers in one pass, longest units first.
 PYTEST := $(BIN)/python -m pytest -q --durations=30
 
 lint: venv
