@@ -44,7 +44,6 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
     ("\\frac{5}{2}", "2\\frac{1}{2}"): "a mixed number is refused (ambiguous with the product 2*(1/2))",
     ("30^\\circ", "\\frac{\\pi}{6}"): "a degree sign is dropped: 30 degrees is read as 30, not pi/6",
     ("5", "\\text{five}"): "number words are text",
-    ("[2,5)", "x \\in [2,5)"): "membership and set-builder forms are not in the grammar",
     ("(-\\infty, 3]", "x \\le 3"): "inequalities are not in the grammar",
     ("\\frac{1}{2}+\\frac{\\sqrt{3}}{2}i", "e^{i\\pi/3}"): "exp and e are not in the grammar",
     ("\\frac{\\sqrt{3}}{2}", "\\cos 30^\\circ"): "trigonometric functions are not in the grammar",

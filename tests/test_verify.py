@@ -973,12 +973,12 @@ def test_number_scope_keeps_the_original_kind_only(text):
         "1,00",  # a broken digit grouping is not a list
         "0,001",
         "1, 000",
-        "2^x",  # exponents stay integer literals
+        "2^x",  # exponents are rational values, never symbols
         "x^{9}",
         "sqrt(4)",  # a letter run before "(" reads as a call
         "\\sin x",
         "e^{i\\pi}",
-        "\\sqrt{-4}",  # not real, even with i available
+        "\\sqrt[4]{-16}",  # only a square root of a negative number is i times a root
         "\\sqrt{i}",
         "(1, \\infty, 2)",
         "[1, 2, 3]",
@@ -986,7 +986,7 @@ def test_number_scope_keeps_the_original_kind_only(text):
         "[1, 1]",  # a point: not an interval
         "(-\\infty, \\infty] ",
         "[-\\infty, 1)",
-        "\\infty",
+        "\\infty + 1",  # infinity is an answer alone or an interval's end, never a term
         "1 = 1",  # no variable: not an equation
         "x = 1 = 2",
         "\\begin{pmatrix} 1 & 2 \\\\ 3 \\end{pmatrix}",  # ragged

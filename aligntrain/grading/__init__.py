@@ -46,6 +46,14 @@ Answer kinds and their classes:
 * text (only words): "text:" and the letters in lower case ("\\text{Monday}",
   "Monday", "monday" share "text:monday").
 
+Scope "math" only (issue 23; the parser flags them, scope "number" leaves them
+None): "\\tfrac12", powers of rationals ("2^{10}" is 1024), fractional
+exponents ("x^{1/3}" is "\\sqrt[3]{x}"), "\\infty" ("oo"), "5!", "\\binom{5}{2}",
+"{5 \\choose 2}", logarithms of positive rationals ("\\log" base 10, "\\ln" base
+e; "\\log_2 8" is 3, "\\log_2 3" is "log(3)/log(2)"), repeating decimals
+("0.1\\overline{6}" is 1/6), "x \\in [2, 5]" (the interval) and "\\sqrt{-1}" (i);
+values in :mod:`~aligntrain.grading.functions`.
+
 Dropped decorations [choice]: "$...$", one outer "\\boxed{...}",
 "\\left"/"\\right", spacing ``\\! \\, \\; \\: \\quad``, a trailing percent
 sign ("25\\%" is 25, as MATH graders read it), degree signs ("30^\\circ" is
@@ -85,9 +93,11 @@ characters, each number at most ``MAX_NUMBER_DIGITS`` digits, groups nest at
 most ``MAX_GROUP_DEPTH`` deep (so the recursion is shallow), there are at most
 ``MAX_RADICALS`` roots with index at most ``MAX_ROOT_INDEX``, at most
 ``MAX_ITEMS`` items in a tuple, list or matrix and ``MAX_INTERVALS`` intervals
-in a union (sympy's set simplification is the slowest step), exponents are integer
-literals and the product of the exponents on any path of the parse tree is at
-most ``MAX_EXPONENT``, and every sub-expression's expanded numerator and
+in a union (sympy's set simplification is the slowest step), exponents are
+rational values and the product of the integer exponents of non-rationals on any
+path of the parse tree is at most ``MAX_EXPONENT`` (a rational's power, factorial,
+binomial and logarithm are checked against size bounds before they are computed:
+:mod:`~aligntrain.grading.functions`), and every sub-expression's expanded numerator and
 denominator have at most ``MAX_EXPANDED_TERMS`` monomials (an upper bound
 tracked while parsing; a variable is one term like pi). So every sympy call
 works on a few dozen terms with coefficients of a few hundred digits (the
@@ -231,7 +241,10 @@ def canonical_answer(text: str | None, timeout_s: float = DEADLINE_S, *, scope: 
         return None
     if parsed is None or parsed[0] not in SCOPES[scope]:
         return None
-    return parsed[1]
+    kind, answer_class, math_only = parsed
+    if math_only and scope == "number":
+        return None  # a form the original grader refused: scope "number" grades exactly as it did
+    return answer_class
 
 
 def is_correct(completion: str, gold: str, *, scope: str = "number") -> bool:
@@ -256,7 +269,7 @@ def grade(completion: str, gold: str, *, scope: str = "number") -> Verdict:
 
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)
-def _parse_cached(text: str, timeout_s: float) -> tuple[str, str] | None:
+def _parse_cached(text: str, timeout_s: float) -> tuple[str, str, bool] | None:
     # Cached: pools repeat the same answer strings many times. A deadline hit
     # raises through the cache, so only deterministic outcomes are stored.
     deadline = deadline_after(timeout_s)

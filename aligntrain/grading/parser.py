@@ -15,12 +15,13 @@ from fractions import Fraction
 
 import sympy
 
-from aligntrain.grading import scalar
+from aligntrain.grading import functions, scalar
 from aligntrain.grading.equations import equation, negated
 from aligntrain.grading.intervals import MAX_INTERVALS, interval_union
 from aligntrain.grading.items import KINDS, Item, scalar_kind
 from aligntrain.grading.lists import MAX_ITEMS, plus_minus_item, set_class
 from aligntrain.grading.scalar import (
+    MAX_EXPONENT,
     MAX_ROOT_INDEX,
     DeadlineExceeded,
     Node,
@@ -37,7 +38,11 @@ MAX_GROUP_DEPTH = 20
 """Deepest nesting of groups ( ``(...)``, ``\\left(...\\right)``, ``{...}`` arguments ) accepted."""
 
 MAX_RADICALS = 4
-"""Most ``\\sqrt`` in one answer (each adds a generator that expansion and radsimp multiply out)."""
+"""Most roots (``\\sqrt`` and fractional exponents) in one answer (each adds a generator that expansion and radsimp
+multiply out)."""
+
+MAX_LOGARITHMS = 4
+"""Most ``\\log`` and ``\\ln`` in one answer (a log that is not rational is a generator, like a root)."""
 
 _ASCII_WHITESPACE = " \t\r\n\f\v"
 _TEXT_COMMANDS = ("text", "textbf", "textrm", "textnormal", "textit", "mbox", "mathrm", "mathbf", "textup")
@@ -51,23 +56,29 @@ _TOKEN = re.compile(
     r"([1-9][0-9]{0,2}(?:(?:,\\!|,|\{,\}|\\,)[0-9]{3})+(?![0-9])(?:\.[0-9]*)?|[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
     r"|\\(?:" + "|".join(_TEXT_COMMANDS) + r")[ \t]*\{([A-Za-z0-9 ().,'\-]{0," + str(MAX_TEXT_TOKEN) + r"})\}"
     r"|(\\begin\{[pbv]?matrix\}|\\end\{[pbv]?matrix\}|\\\\|\\[A-Za-z]+|\\[%{}$!,;: ])"
-    r"|(\*\*|[-+*/^()\[\]{}$%,=&_]|[A-Za-z])"
+    r"|(\*\*|[-+*/^()\[\]{}$%,=&_!]|[A-Za-z])"
     r")"
 )
 _SPACING = frozenset({"\\!", "\\,", "\\;", "\\:", "\\ ", "\\quad", "\\qquad", "\\displaystyle"})
 _MATRIX_BEGIN = frozenset({"\\begin{pmatrix}", "\\begin{bmatrix}", "\\begin{vmatrix}", "\\begin{matrix}"})
 _MATRIX_END = frozenset(token.replace("begin", "end") for token in _MATRIX_BEGIN)
 _FRACTION_COMMANDS = frozenset({"\\frac", "\\dfrac", "\\tfrac"})
+_BINOMIAL_COMMANDS = frozenset({"\\binom", "\\dbinom", "\\tbinom"})
+_LOG_COMMANDS = frozenset({"\\log", "\\ln"})
 _PRODUCT_OPERATORS = frozenset({"*", "/", "\\cdot", "\\times"})
 _COMMANDS = (
     _FRACTION_COMMANDS
     | _SPACING
     | {"\\sqrt", "\\pi", "\\cdot", "\\times", "\\left", "\\right", "\\boxed", "\\%", "\\$", "\\{", "\\}"}
     | {"\\infty", "\\cup", "\\pm", "\\circ", "\\degree", "\\\\"}
+    | _BINOMIAL_COMMANDS
+    | _LOG_COMMANDS
+    | {"\\choose", "\\overline", "\\in"}
     | _MATRIX_BEGIN
     | _MATRIX_END
 )
 _PERCENT_SIGNS = frozenset({"%", "\\%"})
+_ITEM_ENDS = (None, ",", "}", "$", "\\}")
 _TEXT = "\\text"  # the token kind of a text group: ("\\text", content)
 
 
@@ -86,7 +97,10 @@ def tokenize(text: str) -> list[str | tuple[str, str]]:
             digits = number.replace("{,}", "").replace("\\!", "").replace("\\,", "").replace(",", "")
             if len(digits) - digits.count(".") > MAX_NUMBER_DIGITS:
                 raise Unparseable
-            tokens.append(digits)
+            if len(number) > 1 and _is_digits(number) and _takes_one_digit(tokens):
+                tokens.extend((number[0], number[1:]))  # LaTeX reads one character: "\\frac12" is \\frac{1}{2}
+            else:
+                tokens.append(digits)
         elif text_content is not None:
             tokens.append((_TEXT, text_content))
         elif command is not None:
@@ -98,9 +112,16 @@ def tokenize(text: str) -> list[str | tuple[str, str]]:
             tokens.append(symbol)
         else:  # only whitespace matched: trailing blanks were stripped, so this cannot loop
             raise Unparseable
-    if tokens.count("\\sqrt") > MAX_RADICALS:
+    if tokens.count("\\sqrt") > MAX_RADICALS or sum(map(tokens.count, _LOG_COMMANDS)) > MAX_LOGARITHMS:
         raise Unparseable
     return _drop_degree_signs(tokens)
+
+
+def _takes_one_digit(tokens: list) -> bool:
+    """True after a command whose unbraced argument is one character: ``\\frac``, ``\\binom``, ``\\log_``."""
+    return bool(tokens) and (
+        tokens[-1] in _FRACTION_COMMANDS or tokens[-1] in _BINOMIAL_COMMANDS or tokens[-2:] == ["\\log", "_"]
+    )
 
 
 def _drop_degree_signs(tokens: list) -> list:
@@ -120,18 +141,24 @@ def _drop_degree_signs(tokens: list) -> list:
     return out
 
 
-def parse_answer(text: str, deadline: float, nested: bool = False) -> tuple[str, str]:
-    """The kind (one of ``KINDS``) and class string of ``text`` (raises ``Unparseable`` / ``DeadlineExceeded``).
+def parse_answer(text: str, deadline: float, nested: bool = False) -> tuple[str, str, bool]:
+    """The kind (one of ``KINDS``), class string and ``math_only`` flag of ``text``.
+
+    Raises ``Unparseable`` / ``DeadlineExceeded``. ``math_only``: the text uses a form marked
+    [math] below, which the original grader refused, so scope "number" leaves it without a class
+    (arith and GSM8K grade exactly as before).
 
     Grammar (ASCII whitespace between tokens; spacing commands ``\\!``,
     ``\\,``, ``\\;``, ``\\quad`` ... are ignored; trailing unit words and
     degree signs are dropped before parsing)::
 
         answer   := "$" inner "$" | inner
-        inner    := "\\boxed" "{" list "}" | list
+        inner    := "\\boxed" "{" member "}" | member
+        member   := letter "\\in" list | list               # [math] "x \\in [2, 5]": the set (interval, set)
         list     := "\\{" items "\\}" | items            # braces: a set
         items    := item ("," item)*                     # 2+ items: an unordered list
-        item     := words | choice | matrix | base | union | scalar_item
+        item     := words | choice | matrix | base | union | infinity | scalar_item
+        infinity := ["+" | "-"] "\\infty"                   # [math] alone as an item: class "oo" / "-oo"
         words    := text group or letter runs only        -> "text:<letters, lower case>"
         choice   := A-Z | "(" A-Z ")" | text group holding one of those  -> "choice:<letter>"
         matrix   := "\\begin{pmatrix}" row ("\\\\" row)* "\\end{pmatrix}"  (bmatrix, vmatrix, matrix)
@@ -148,21 +175,36 @@ def parse_answer(text: str, deadline: float, nested: bool = False) -> tuple[str,
         term     := signed (("*" | "/" | "\\cdot" | "\\times") signed)*
         signed   := ("+" | "-")* product
         product  := power power_r*                         # juxtaposition: "2\\sqrt{3}", "3x", "2(x+1)"
-        power_r  := power starting with "\\sqrt", "\\pi", a letter, "(" or "\\left("
-        power    := primary [("^" | "**") exponent]
+        power_r  := power starting with "\\sqrt", "\\pi", a letter, "(", "\\left(", "\\log", "\\ln", "\\binom"
+                  | [math] a factorial after a factorial ("4!2!" is 4! 2!)
+        power    := primary ["!"] [("^" | "**") exponent]  # [math] "5!": n <= MAX_FACTORIAL
         exponent := int | "{" int "}" | "(" int ")"       # |value| <= MAX_EXPONENT
-        primary  := number | "\\pi" | letter | "(" expr ")" | "\\left" "(" expr "\\right" ")"
-                  | "{" expr "}"  (only after a unit-free number context: not at the top)
-                  | ("\\frac" | "\\dfrac" | "\\tfrac") "{" expr "}" "{" expr "}"
-                  | "\\sqrt" ["[" [0-9]+ "]"] "{" expr "}"
+                  | "{" expr "}" | "(" expr ")"           # [math] any rational value (below)
+        primary  := number ["\\overline" digits]           # [math] "0.1\\overline{6}": a repeating decimal
+                  | "\\pi" | letter | "(" expr ")" | "\\left" "(" expr "\\right" ")"
+                  | ("\\frac" | "\\dfrac" | "\\tfrac") arg arg
+                  | "\\sqrt" ["[" [0-9]+ "]"] "{" expr "}"  # [math] \\sqrt{-a} = i \\sqrt{a}
+                  | ("\\binom" | "\\dbinom" | "\\tbinom") arg arg | "{" expr "\\choose" expr "}"   # [math]
+                  | "\\log" ["_" arg] log_arg | "\\ln" log_arg    # [math] base 10 / e
+        arg      := "{" expr "}" | one digit | letter | "\\pi"   # [math] unbraced: "\\tfrac12", "\\binom52"
+        log_arg  := "{" expr "}" | power                   # an unbraced argument may not be followed by
+                                                           # a letter, root, pi or "(" ("\\ln 2\\pi": ambiguous)
+        digits   := "{" [0-9]+ "}" | one digit
         letter   := [a-z] | [A-Z]                          # "i" is the imaginary unit
+
+    Powers [math]: a rational base takes any integer exponent whose result fits
+    ``functions.MAX_POWER_BITS`` ("2^{10}", "(2^3)^3"); any other base keeps the
+    bounds of the original grammar; an exponent p/q (q <= MAX_ROOT_INDEX, counted
+    as a root) is the q-th root raised to p, the real root as for ``\\sqrt[q]``
+    ("x^{1/3}" is "\\sqrt[3]{x}", "(-8)^{1/3}" is -2, "(-4)^{1/2}" is 2i).
 
     Equations: a lone "v = e" (v one letter not in e) is e's class; a list
     whose items are all "v = e" for one letter v is the list of the e; other
     equations are "eq:" and their normalised polynomial (module docstring).
     """
-    tokens = tokenize(text)
-    return _Parser(tokens, deadline, nested).parse()
+    parser = _Parser(tokenize(text), deadline, nested)
+    kind, answer_class = parser.parse()
+    return kind, answer_class, parser.math_only
 
 
 class _Parser:
@@ -175,6 +217,8 @@ class _Parser:
         self._deadline = deadline
         self._nested = nested
         self._allow_infinity = False
+        self._radicals = tokens.count("\\sqrt")
+        self.math_only = False  # a [math] form was read (parse_answer)
 
     # -- token helpers -------------------------------------------------------
 
@@ -210,15 +254,26 @@ class _Parser:
         in_dollars = self._accept("$")
         if self._accept("\\boxed"):
             self._expect("{")
-            answer_class = self._list()
+            answer_class = self._member()
             self._expect("}")
         else:
-            answer_class = self._list()
+            answer_class = self._member()
         if in_dollars:
             self._expect("$")
         if self._position != len(self._tokens):
             raise Unparseable
         return answer_class
+
+    def _member(self) -> tuple[str, str]:
+        if _is_letter(self._peek()) and self._peek(1) == "\\in":
+            # "x \\in [2, 5]" is its set [choice: the variable's name is not graded, as in "x = 5"]
+            self._position += 2
+            self.math_only = True
+            kind, answer_class = self._list()
+            if kind not in ("interval", "tuple", "set"):  # a tuple: "(2, 5)" is also the open interval
+                raise Unparseable
+            return kind, answer_class
+        return self._list()
 
     def _list(self) -> tuple[str, str]:
         words = self._words()
@@ -293,14 +348,27 @@ class _Parser:
         if token in _MATRIX_BEGIN:
             return self._matrix()
         if token in ("(", "[", "\\left"):
-            start, depth = self._position, self._depth
+            start, depth, math_only = self._position, self._depth, self.math_only
             bracket = self._bracket()
             if bracket is not None:
                 return bracket
-            self._position, self._depth = start, depth
+            self._position, self._depth, self.math_only = start, depth, math_only
         if isinstance(token, str) and token[0].isdigit() and self._peek(1) == "_":
             return self._base_numeral()
+        infinity = self._infinity()
+        if infinity is not None:
+            return infinity
         return self._scalar_item()
+
+    def _infinity(self) -> Item | None:
+        """``\\infty``, ``+\\infty`` or ``-\\infty`` alone as an item [math]; inside sums it has no class."""
+        offset = 1 if self._peek() in ("+", "-") else 0
+        if self._peek(offset) != "\\infty" or self._peek(offset + 1) not in _ITEM_ENDS:
+            return None
+        negative = self._peek() == "-"
+        self._position += offset + 1
+        self.math_only = True
+        return Item("number", "-oo" if negative else "oo")
 
     def _text_item(self) -> Item:
         content = self._take()[1].strip()
@@ -312,13 +380,14 @@ class _Parser:
         if self._nested:
             raise Unparseable
         # A text group holding mathematics ("\\text{(B)}", "\\text{5}"): parse its content once.
-        kind, answer_class = parse_answer(content, self._deadline, nested=True)
+        kind, answer_class, math_only = parse_answer(content, self._deadline, nested=True)
+        self.math_only |= math_only
         return Item(kind, answer_class)
 
     def _choice(self) -> Item | None:
         """A multiple-choice letter: "B" or "(B)" alone as an item."""
         token = self._peek()
-        enders = (None, ",", "}", "$", "\\}")
+        enders = _ITEM_ENDS
         if isinstance(token, str) and len(token) == 1 and "A" <= token <= "Z" and self._peek(1) in enders:
             self._position += 1
             return Item("choice", "choice:" + token)
@@ -492,10 +561,12 @@ class _Parser:
 
     def _implicit_factor_follows(self) -> bool:
         token = self._peek()
-        if token in ("\\sqrt", "\\pi", "("):
+        if token in ("\\sqrt", "\\pi", "(") or token in _LOG_COMMANDS or token in _BINOMIAL_COMMANDS:
             return True
         if token == "\\left":
             return self._peek(1) == "("
+        if self._tokens[self._position - 1] == "!" and _is_digits(token) and self._peek(1) == "!":
+            return True  # [math] "4!2!" is 4! 2! (a number after a number needs an operator otherwise)
         return isinstance(token, str) and len(token) == 1 and token.isascii() and token.isalpha()
 
     def _product(self) -> Node:
@@ -506,19 +577,56 @@ class _Parser:
 
     def _power(self) -> Node:
         base = self._primary()
+        if self._accept("!"):
+            self.math_only = True
+            base = Node(functions.factorial(base.value))
         if self._peek() in ("^", "**"):
             self._take()
-            return scalar.power(base, self._exponent())
+            return self._raise(base, *self._exponent())
         return base
 
-    def _exponent(self) -> int:
-        closing = {"{": "}", "(": ")"}.get(self._peek() or "") if isinstance(self._peek(), str) else None
-        if closing is not None:
-            self._take()
-        exponent = self._integer(allow_sign=True)
-        if closing is not None:
+    def _exponent(self) -> tuple[sympy.Rational, bool]:
+        """The exponent's value, and whether it has the original form (a signed integer literal, maybe in {} or ())."""
+        token = self._peek()
+        closing = {"{": "}", "(": ")"}.get(token) if isinstance(token, str) else None
+        if closing is None:
+            return sympy.Integer(self._integer(allow_sign=True)), True
+        offset = 1
+        while self._peek(offset) in ("+", "-"):
+            offset += 1
+        if isinstance(self._peek(offset), str) and _is_digits(self._peek(offset)) and self._peek(offset + 1) == closing:
+            self._take()  # the original form, read as before (no group depth)
+            exponent = self._integer(allow_sign=True)
             self._expect(closing)
-        return exponent
+            return sympy.Integer(exponent), True
+        self._take()
+        value = self._group((closing,)).value  # [math] "2^{1/2}", "2^{10^{2}}": bounded by _raise
+        if not value.is_Rational:
+            raise Unparseable  # [choice] symbolic exponents ("2^n", "e^{i\\pi}") are not graded
+        return value, False
+
+    def _raise(self, base: Node, exponent: sympy.Rational, literal: bool) -> Node:
+        if exponent.q != 1:  # [math] x^{p/q}: the q-th root (counted as one) raised to p
+            self.math_only = True
+            self._radicals += 1
+            if exponent.q > MAX_ROOT_INDEX or self._radicals > MAX_RADICALS or base.value.has(sympy.I):
+                raise Unparseable
+            base, exponent, literal = self._root(base, int(exponent.q)), sympy.Integer(exponent.p), False
+        value = int(exponent)
+        original = literal and abs(value) <= MAX_EXPONENT and base.degree * max(1, abs(value)) <= MAX_EXPONENT
+        if base.value.is_Rational and not original:
+            # [math] a rational's power folds to one rational: its size, not the degree, is what to bound.
+            self.math_only = True
+            return Node(functions.rational_power(base.value, value))
+        self.math_only |= not literal
+        return scalar.power(base, value)
+
+    def _root(self, radicand: Node, index: int) -> Node:
+        """The real root, and [math] the square root of a negative number as i times a real root."""
+        if index == 2 and radicand.value.is_extended_negative:
+            self.math_only = True
+            return scalar.multiply(Node(sympy.I), scalar.root(negated(radicand), 2))
+        return scalar.root(radicand, index)
 
     def _integer(self, allow_sign: bool) -> int:
         negative = False
@@ -548,10 +656,22 @@ class _Parser:
             self._expect("(")
             return self._group(("\\right", ")"))
         if token in _FRACTION_COMMANDS:
-            self._expect("{")
-            numerator = self._group(("}",))
-            self._expect("{")
-            return scalar.divide(numerator, self._group(("}",)))
+            numerator = self._argument()
+            return scalar.divide(numerator, self._argument())
+        if token in _BINOMIAL_COMMANDS:
+            self.math_only = True
+            top = self._argument()
+            return Node(functions.binomial(top.value, self._argument().value))
+        if token == "{":  # [math] "{5 \\choose 2}"; any other braced group at this level has no class
+            self._enter()
+            top = self._expr()
+            self._expect("\\choose")
+            bottom = self._group(("}",))
+            self._depth -= 1
+            self.math_only = True
+            return Node(functions.binomial(top.value, bottom.value))
+        if token in _LOG_COMMANDS:
+            return self._logarithm(token)
         if token == "\\sqrt":
             index = 2
             if self._accept("["):
@@ -563,12 +683,14 @@ class _Parser:
             radicand = self._group(("}",))
             if radicand.value.has(sympy.I):
                 raise Unparseable  # [choice] roots of complex numbers are not graded
-            return scalar.root(radicand, index)
+            return self._root(radicand, index)
         if token == "\\pi":
             return Node(sympy.pi)
         if token == "\\infty" and self._allow_infinity:
             return Node(sympy.oo)
         if token[0] in "0123456789.":
+            if self._accept("\\overline"):
+                return self._repeating_decimal(token)
             # Fraction("17.5") is exact (stdlib parsing of a token the number regex matched).
             value = Fraction(token.removesuffix("."))
             return Node(sympy.Rational(value.numerator, value.denominator))
@@ -584,6 +706,48 @@ class _Parser:
             return Node(sympy.Symbol(token))
         raise Unparseable
 
+    def _argument(self) -> Node:
+        """A braced group, or [math] one digit, letter or ``\\pi`` unbraced (as LaTeX reads it)."""
+        if self._accept("{"):
+            return self._group(("}",))
+        token = self._peek()
+        if isinstance(token, str) and ((len(token) == 1 and _is_digits(token)) or _is_letter(token) or token == "\\pi"):
+            self.math_only = True
+            return self._primary()
+        raise Unparseable
+
+    def _logarithm(self, command: str) -> Node:
+        """[math] ``\\log_b x`` (``\\log x``: base 10 [choice]) and ``\\ln x`` of positive rationals."""
+        self.math_only = True
+        base = sympy.Integer(10) if command == "\\log" else None
+        if command == "\\log" and self._accept("_"):
+            base = self._argument().value
+        if self._peek() == "{":
+            argument = self._argument()
+        else:
+            delimited = self._peek() in ("(", "\\left")
+            argument = self._power()
+            follower = self._peek()
+            if not delimited and (follower in ("\\sqrt", "\\pi", "(", "\\left") or _is_letter(follower)):
+                raise Unparseable  # "\\ln 2\\pi", "\\log_2 8x": where the argument ends is ambiguous
+        return Node(functions.logarithm(argument.value, base))
+
+    def _repeating_decimal(self, number: str) -> Node:
+        """[math] "0.\\overline{3}" = 1/3, "0.1\\overline{6}" = 1/6: the digits in the group repeat."""
+        self.math_only = True
+        if self._accept("{"):
+            repeated = self._take()
+            self._expect("}")
+        else:
+            repeated = self._take()
+            if not (isinstance(repeated, str) and len(repeated) == 1):
+                raise Unparseable
+        if not (isinstance(repeated, str) and _is_digits(repeated)) or "." not in number:
+            raise Unparseable
+        if len(number) - 1 + len(repeated) > MAX_NUMBER_DIGITS:
+            raise Unparseable
+        return Node(functions.repeating_decimal(number, repeated))
+
 
 def _is_digits(token: str) -> bool:
     return bool(token) and all("0" <= character <= "9" for character in token)
@@ -596,6 +760,7 @@ def _is_letter(token) -> bool:
 __all__ = [
     "MAX_GROUP_DEPTH",
     "MAX_INTERVALS",
+    "MAX_LOGARITHMS",
     "MAX_ITEMS",
     "MAX_NUMBER_DIGITS",
     "MAX_RADICALS",

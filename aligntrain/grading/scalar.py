@@ -158,9 +158,13 @@ def _rationalise_square_root_denominators(value: sympy.Expr) -> sympy.Expr:
 
 
 def _sums_square_roots_of_rationals(value: sympy.Expr) -> bool:
-    """True when ``value`` has a root, every root is a square root of a rational, and no pi."""
+    """True when ``value`` has a root, every root is a square root of a rational, and no pi or log."""
     roots = _roots(value)
-    return bool(roots) and not value.has(sympy.pi) and all(root.exp.q == 2 and root.base.is_Rational for root in roots)
+    return (
+        bool(roots)
+        and not value.has(sympy.pi, sympy.log)
+        and all(root.exp.q == 2 and root.base.is_Rational for root in roots)
+    )
 
 
 def _cancel_polynomial_denominators(value: sympy.Expr) -> sympy.Expr:
