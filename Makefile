@@ -6,7 +6,7 @@ export PATH := $(BIN):$(PATH)
 export HF_HUB_OFFLINE := 1
 export HF_HUB_DISABLE_TELEMETRY := 1
 
-.PHONY: venv study study-plain pipelines smoke lint test test-fast bench clean prefect-server mlflow-server pools deploy worker submit
+.PHONY: venv study study-plain pipelines smoke lint test test-fast bench clean prefect-server mlflow-server ui pools deploy worker submit
 
 # torch goes in first, pinned: the CPU wheel. Letting pip choose a torch for
 # transformers/trl would pull the newest CUDA build (gigabytes) on a CPU machine.
@@ -87,6 +87,9 @@ STAGE_BIN ?= $(BIN)
 
 prefect-server: venv          ## a Prefect server (export PREFECT_API_URL=http://HOST:$(PREFECT_PORT)/api)
 	prefect server start --host $(HOST) --port $(PREFECT_PORT)
+
+ui: venv                      ## the MLflow UI on STUDY's store; prints the runs table's link and each variant's
+	aligntrain ui --root $(STUDY) --host $(HOST) --port $(MLFLOW_PORT)
 
 mlflow-server: venv           ## an MLflow tracking server (export MLFLOW_TRACKING_URI=http://HOST:$(MLFLOW_PORT))
 	mkdir -p build/mlflow

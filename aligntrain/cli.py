@@ -247,5 +247,37 @@ def end_study_run(
     tracking.end_study_run(run_id, status, Path(root))
 
 
+@app.command("ui")
+def ui(
+    params: str = ParamsOpt,
+    root: str = RootOpt,
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface the UI listens on (0.0.0.0: every one)."),
+    port: int = typer.Option(5000, "--port", help="Port of the UI."),
+    print_only: bool = typer.Option(False, "--print-only", help="Print the links and exit; serve nothing."),
+) -> None:
+    """Serve the study's MLflow store and print the links to its runs table and to each variant's runs.
+
+    With MLFLOW_TRACKING_URI set to a server, that server is the UI: the links point there, nothing is served."""
+    from aligntrain import tracking
+
+    p = _load(params, root)
+    remote = os.environ.get("MLFLOW_TRACKING_URI", "")
+    serve = not remote.startswith(("http://", "https://"))
+    base = f"http://{'127.0.0.1' if host == '0.0.0.0' else host}:{port}" if serve else remote
+    try:
+        urls = tracking.runs_urls(p.study.experiment, list(p.study.run), base, Path(root))
+    except ValueError as err:
+        _fail(str(err))
+    typer.echo(f"runs of {p.study.name} ({p.study.experiment}): {urls.pop('runs')}")
+    for variant, url in urls.items():
+        typer.echo(f"  {variant}: {url}")
+    if serve and not print_only:
+        store = tracking.tracking_uri(Path(root))
+        typer.echo(f"serving {store} (Ctrl-C stops it)", err=True)
+        sys.stdout.flush()
+        mlflow = Path(sys.executable).with_name("mlflow")
+        os.execv(str(mlflow), [str(mlflow), "ui", "--backend-store-uri", store, "--host", host, "--port", str(port)])
+
+
 if __name__ == "__main__":
     app()

@@ -55,6 +55,28 @@ def _mlflow(experiment: str, root: Path):
     return mlflow
 
 
+def runs_urls(experiment: str, variants: list[str], base_url: str, root: Path = Path(".")) -> dict[str, str]:
+    """The MLflow UI's links to a study's runs: ``"runs"``, the experiment's runs table (MLflow 3 opens an
+    experiment on its overview otherwise), and one per variant, that table filtered to the variant's stages.
+
+    Reads the store of :func:`tracking_uri`; a study that has logged nothing yet is a ValueError naming it."""
+    import mlflow
+
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    client = mlflow.MlflowClient(tracking_uri(root))
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        raise ValueError(
+            f"the store {tracking_uri(root)} has no experiment {experiment!r} (study.experiment): run the study first"
+        )
+    table = f"{base_url.rstrip('/')}/#/experiments/{exp.experiment_id}/runs"
+    urls = {"runs": table}
+    for variant in variants:
+        query = urllib.parse.quote(f"tags.`aligntrain.variant` = '{variant}'")
+        urls[variant] = f"{table}?searchFilter={query}"
+    return urls
+
+
 def _sqlite_folder(uri: str) -> Path | None:
     """The folder of a local SQLite store (``sqlite:///path/mlflow.db``, ``sqlite:///file:path?mode=ro&uri=true``),
     else None (a server, in memory)."""

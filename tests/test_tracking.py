@@ -246,3 +246,27 @@ def test_runs_left_running_by_kill_9_are_closed_killed_by_the_rerun(store, tmp_p
     fresh = tracking.start_study_run("s", "exp", tmp_path)
     status = {r.info.run_id: r.info.status for r in _runs("tags.`aligntrain.role` = 'study'")}
     assert status == {parent: "KILLED", other_folder: "RUNNING", fresh: "RUNNING"}
+
+
+def test_runs_urls_open_the_runs_table_and_filter_each_variant(store, tmp_path):
+    """The links `aligntrain ui` prints: the runs table of the study's experiment, and per variant that table
+    filtered by the variant tag; the filter, decoded, selects exactly that variant's stage runs."""
+    import urllib.parse
+
+    for variant in ("ce", "pass_at_n"):
+        with tracking.stage_run(study="s", experiment="exp", stage="train", variant=variant, params={}, root=tmp_path):
+            pass
+    exp_id = mlflow.get_experiment_by_name("exp").experiment_id
+    urls = tracking.runs_urls("exp", ["ce", "pass_at_n"], "http://127.0.0.1:5000/", tmp_path)
+    assert urls["runs"] == f"http://127.0.0.1:5000/#/experiments/{exp_id}/runs"
+    assert set(urls) == {"runs", "ce", "pass_at_n"}
+    for variant in ("ce", "pass_at_n"):
+        table, query = urls[variant].split("?searchFilter=")
+        assert table == urls["runs"]
+        found = _runs(urllib.parse.unquote(query))
+        assert [r.info.run_name for r in found] == [f"train@{variant}"]
+
+
+def test_runs_urls_of_a_study_not_yet_run_name_the_experiment(store, tmp_path):
+    with pytest.raises(ValueError, match="no experiment 'never-run'.*run the study first"):
+        tracking.runs_urls("never-run", ["ce"], "http://127.0.0.1:5000", tmp_path)
