@@ -118,6 +118,16 @@ def pytest_terminal_summary(terminalreporter, config):
         served = sum(line.startswith("served ") for line in lines)
         fallbacks = [line for line in lines if line.startswith("fallback ")]
         terminalreporter.write_line(f"stage host: {served} stage commands served, {len(fallbacks)} run fresh")
+        seconds: dict[str, list[float]] = {}
+        for line in lines:
+            if line.startswith("ended "):
+                _, command, _pid, took = line.split(" ")
+                seconds.setdefault(command, []).append(float(took))
+        if seconds:
+            terminalreporter.write_line(
+                "  stage seconds by command (count, total): "
+                + ", ".join(f"{c} {len(t)} {sum(t):.0f}" for c, t in sorted(seconds.items(), key=lambda x: -sum(x[1])))
+            )
         for line in [*[x for x in lines if x.startswith("host ")], *fallbacks[:10]]:
             terminalreporter.write_line(f"  {line}")
 

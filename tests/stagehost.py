@@ -314,11 +314,14 @@ def _handle(conn: socket.socket, host_env: dict, added: dict, base_path: list[st
         os.close(fd)
     log.write(f"served {' '.join(argv[1:4])} in {request['cwd']} as {stage}\n")
     _send(conn, {"served": True})
-    _relay(conn, stage)
+    _relay(conn, stage, argv[1] if len(argv) > 1 else "", log)
 
 
-def _relay(conn: socket.socket, stage: int) -> None:
-    """Forward the shim's signals to the stage's group until the stage ends; kill it if the shim dies."""
+def _relay(conn: socket.socket, stage: int, command: str, log) -> None:
+    """Forward the shim's signals to the stage's group until the stage ends; kill it if the shim dies.
+
+    Logs ``ended <command> <pid> <seconds>``, so a test run can say where its stage time went."""
+    start = time.monotonic()
     try:
         os.setpgid(stage, stage)  # also done by the stage itself: whichever runs first
     except OSError:
@@ -337,6 +340,7 @@ def _relay(conn: socket.socket, stage: int) -> None:
                 os._exit(0)
             _killpg(stage, message["signal"])
     reply = {"signal": os.WTERMSIG(status)} if os.WIFSIGNALED(status) else {"exit": os.WEXITSTATUS(status)}
+    log.write(f"ended {command} {stage} {time.monotonic() - start:.1f}\n")
     try:
         _send(conn, reply)
     except OSError:
