@@ -122,6 +122,7 @@ PYTEST := $(BIN)/python -m pytest -q --durations=30
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache  # the layering: pyproject.toml's [tool.importlinter] contracts
 
 # Both tiers in one run: the fast files fill the gaps the long end-to-end files leave
 # (tests/conftest.py hands out the longest first), about 2 min less than one tier after the other.

@@ -14,7 +14,6 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     StrictInt,
@@ -25,23 +24,15 @@ from pydantic import (
     model_validator,
 )
 
+from aligntrain.models.settings import ModelConfig
 from aligntrain.objectives import ObjectiveOptions, ReinforcementLearning, get_objective
-from aligntrain.options import Real
-
-
-class _Section(BaseModel):
-    # allow_inf_nan=False: `.inf`/`.nan` pass every bound check silently (inf > 0, and
-    # nan compares False to everything); subclasses' model_config merges with this one.
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-    # Integer fields are StrictInt and float fields Real (as in every registry entry's
-    # options): lax pydantic reads `true` as 1 or 1.0 and `16.0` as 16.
-
+from aligntrain.options import Real, Strict
 
 #: joins a variant and a seed in a replicate's name: ``ce--s1`` is ``ce`` trained under seed 1 (study.seeds)
 REPLICATE = "--s"
 
 
-class StudyConfig(_Section):
+class StudyConfig(Strict):
     name: str = Field("default", description="Study name: the MLflow parent run and experiment tag.")
     seed: StrictInt = Field(0, description="Seed of data generation, initialisation and sampling.")
     experiment: str = Field("aligntrain", description="MLflow experiment name.")
@@ -80,7 +71,7 @@ class StudyConfig(_Section):
         return value
 
 
-class ProblemConfig(_Section):
+class ProblemConfig(Strict):
     name: str = Field("arith", description="Problem in aligntrain.problems (arith: embedded arithmetic).")
     levels: list[StrictInt] = Field([1, 2, 3, 4, 5], min_length=1, description="Difficulty levels to include.")
     train_size: StrictInt = Field(4000, ge=1, description="Training prompts (SFT warm-up and fine-tuning).")
@@ -138,123 +129,7 @@ class ProblemConfig(_Section):
         return options
 
 
-class LoraSettings(_Section):
-    """params.yaml's ``model.lora``: LoRA adapters (peft) instead of full fine-tuning; QLoRA with ``nf4``.
-
-    Applies to every fine-tuning run (warm-up and each SFT or RL variant): the run trains only the
-    adapter's matrices A (r × in) and B (out × r) of each target layer, B starting at zero; the
-    saved model is the merged one, W + (alpha / r) · B · A, a plain full model (the adapter itself is
-    kept beside it in ``adapter/``). Defaults follow common LoRA practice, not a tuned study.
-    """
-
-    r: StrictInt = Field(16, ge=1, description="Rank r of each adapter (B · A has rank ≤ r).")
-    alpha: Real = Field(32.0, gt=0, description="Scale numerator: the update is (alpha / r) · B · A.")
-    dropout: Real = Field(0.05, ge=0, lt=1, description="Dropout on the adapter's input during training.")
-    target_modules: list[str] | Literal["all-linear"] = Field(
-        "all-linear",
-        description="Layers that get an adapter: module names matched as peft matches them (the name or its "
-        "dotted suffix, e.g. q_proj, self_attn.o_proj), or 'all-linear' (every linear layer but the LM head). "
-        "A name that matches no linear layer of the model is an error before training.",
-    )
-    quantization: Literal["none", "nf4"] = Field(
-        "none",
-        description="'nf4': QLoRA, the frozen base loaded in 4-bit NormalFloat (bitsandbytes, double quantization, "
-        "computing in model.dtype); needs a CUDA GPU and bitsandbytes (the gpu extra). The merge reloads the base in "
-        "model.dtype, so the saved model is never quantized.",
-    )
-
-    @field_validator("target_modules")
-    @classmethod
-    def _named_once(cls, names: list[str] | str) -> list[str] | str:
-        if isinstance(names, list):
-            if not names or any(not name.strip() for name in names):
-                raise ValueError(f"target_modules needs at least one non-empty module name, got {names}")
-            if len(set(names)) != len(names):
-                raise ValueError(f"target_modules must not repeat, got {names}")
-        return names
-
-
-class ModelConfig(_Section):
-    """The base model: the tiny Llama built by ``pretrain``, or a pretrained causal LM (``base_model``).
-
-    A pretrained model is a hub id pinned to a ``revision`` or a local ``save_pretrained`` folder; the
-    ``pretrain`` stage resolves it before any work (offline: from the local hub cache, with a clear error
-    naming the id and how to pre-fetch it) and saves it to ``models/base``.
-    """
-
-    base_model: str | None = Field(
-        None,
-        description="Pretrained causal LM: a hub id (org/name, needs `revision`) or a local directory in the "
-        "save_pretrained layout (an existing path, or one written ./rel, /abs or ~/...); None: train the tiny one.",
-    )
-    revision: str | None = Field(
-        None,
-        min_length=1,
-        description="Hub revision of `base_model`: a commit sha pins it exactly (a branch or tag is read from the "
-        "cache's refs offline, and moves online). Required for a hub id, refused for a local path.",
-    )
-    dtype: Literal["float32", "bfloat16", "float16"] = Field(
-        "float32",
-        description="Weights' dtype when a model is loaded for training and saved (bfloat16 halves memory; with "
-        "full fine-tuning float32 keeps exact optimizer updates). QLoRA's compute dtype.",
-    )
-    chat_template: bool = Field(
-        False,
-        description="Render each prompt as one user turn of the tokenizer's chat template (instruct models); "
-        "needs `base_model`, whose tokenizer must have a template.",
-    )
-    lora: LoraSettings | None = Field(None, description="LoRA / QLoRA adapters; None: full fine-tuning.")
-    hidden_size: StrictInt = Field(128, ge=8, description="Width of the residual stream.")
-    num_layers: StrictInt = Field(4, ge=1, description="Transformer blocks.")
-    num_heads: StrictInt = Field(4, ge=1, description="Attention heads (no grouped-query attention).")
-    intermediate_size: StrictInt = Field(384, ge=8, description="MLP hidden width.")
-    max_length: StrictInt = Field(192, ge=16, description="Longest sequence in tokens (prompt + completion).")
-
-    @model_validator(mode="after")
-    def _heads_divide_width(self) -> ModelConfig:
-        if self.hidden_size % self.num_heads:
-            raise ValueError(f"hidden_size ({self.hidden_size}) must be divisible by num_heads ({self.num_heads})")
-        return self
-
-    @model_validator(mode="after")
-    def _source_is_pinned(self) -> ModelConfig:
-        if self.base_model is None:
-            if self.revision is not None:
-                raise ValueError("revision needs base_model (a hub id); the tiny model has none")
-            if self.chat_template:
-                raise ValueError("chat_template needs base_model: the tiny model's character tokenizer has no template")
-            return self
-        if self.is_local_path(self.base_model):
-            if self.revision is not None:
-                raise ValueError(
-                    f"revision {self.revision!r} applies to hub ids; base_model {self.base_model!r} is a local path"
-                )
-            return self
-        from huggingface_hub.utils import HFValidationError, validate_repo_id
-
-        try:
-            validate_repo_id(self.base_model)
-        except HFValidationError as err:
-            raise ValueError(
-                f"base_model {self.base_model!r} is neither an existing directory nor a hub id (org/name): {err}"
-            ) from None
-        if self.revision is None:
-            raise ValueError(
-                f"base_model {self.base_model!r} is a hub id (no such local directory): pin it with revision "
-                "(a commit sha), or give the path of a local directory"
-            )
-        return self
-
-    @staticmethod
-    def is_local_path(name: str) -> bool:
-        """A local directory rather than a hub id: an existing path, or one written ``/…``, ``./…``, ``~…``."""
-        import os
-
-        written_as_path = name.startswith(("/", "./", "../", "~")) or name in (".", "..")
-        return written_as_path or os.path.exists(os.path.expanduser(name))
-
-
-class OptimConfig(_Section):
+class OptimConfig(Strict):
     """One training run's optimisation schedule (AdamW, linear decay)."""
 
     steps: StrictInt = Field(500, ge=1, description="Optimizer steps.")
@@ -385,7 +260,7 @@ class RLConfig(RLSettings):
         return RewardHistory(capacity=self.history_capacity, decay=self.history_decay)
 
 
-class Variant(_Section):
+class Variant(Strict):
     """A training variant: an objective from the registry and that objective's options.
 
     Written flat in params.yaml: ``{objective: pass_at_n, budget: 16}``.
@@ -404,7 +279,7 @@ class Variant(_Section):
         return self
 
 
-class RolloutConfig(_Section):
+class RolloutConfig(Strict):
     samples_per_prompt: StrictInt = Field(64, ge=1, description="Completions M per test prompt (the pool).")
     temperature: Real = Field(1.0, gt=0, description="Sampling temperature.")
     top_p: Real = Field(1.0, gt=0, le=1, description="Nucleus sampling mass.")
@@ -448,12 +323,12 @@ class RolloutConfig(_Section):
         return self.splits[1:]
 
 
-class EvaluateConfig(_Section):
+class EvaluateConfig(Strict):
     bootstrap_resamples: StrictInt = Field(1000, ge=10, description="Paired prompt-bootstrap resamples.")
     confidence: Real = Field(0.95, gt=0, lt=1, description="Confidence level of the intervals.")
 
 
-class PrimaryEndpoint(_Section):
+class PrimaryEndpoint(Strict):
     """The one comparison a study is run to test, written in params before the run (docs/evidence.md).
 
     It is reported first, with its plain interval over seeds and prompts; every other comparison of
@@ -483,7 +358,7 @@ class PrimaryEndpoint(_Section):
         return int(self.score.partition("@")[2])
 
 
-class CompareConfig(_Section):
+class CompareConfig(Strict):
     baseline: str = Field("ce", description="Variant every other variant is compared against.")
     primary: PrimaryEndpoint | None = Field(
         None,
@@ -492,7 +367,7 @@ class CompareConfig(_Section):
     )
 
 
-class OracleGradientConfig(_Section):
+class OracleGradientConfig(Strict):
     """Oracle-gradient cosine (docs/math.md §4; TEA §4.6, Table 13) on one model's stored pool."""
 
     variant: str = Field("warmup", description="Variant whose model is probed (its models/variants/<name>).")
@@ -515,7 +390,7 @@ class OracleGradientConfig(_Section):
         return sizes
 
 
-class SyntheticConfig(_Section):
+class SyntheticConfig(Strict):
     """The synthetic checks with known answers (docs/math.md §5)."""
 
     bandit_actions: StrictInt = Field(100, ge=2, description="Tang bandit: actions (Tang et al. Fig. 1: 100).")
@@ -533,7 +408,7 @@ class SyntheticConfig(_Section):
     tea_alpha: Real = Field(0.25, gt=0, lt=1, description="TEA Gaussian: tail mass α.")
 
 
-class DiagnosticsConfig(_Section):
+class DiagnosticsConfig(Strict):
     """The papers' diagnostics (docs/math.md §4-5), run by the diagnose / oracle_gradient / synthetic stages."""
 
     budgets: list[StrictInt] = Field(
@@ -559,7 +434,7 @@ class DiagnosticsConfig(_Section):
     synthetic: SyntheticConfig = SyntheticConfig()
 
 
-class MonitorConfig(_Section):
+class MonitorConfig(Strict):
     """Training-time monitor (docs/monitor.md; issue 13's diagnosis): every ``every`` optimizer steps of the
     warmup and train stages (and at step 0 and at the end), pass@k, mean reward, success per level and
     per prompt, and the greedy completion's probability on fixed training and validation prompts.
@@ -612,7 +487,7 @@ class MonitorConfig(_Section):
         return self
 
 
-class Params(_Section):
+class Params(Strict):
     study: StudyConfig = StudyConfig()
     problem: ProblemConfig = ProblemConfig()
     model: ModelConfig = ModelConfig()

@@ -36,12 +36,20 @@ def _refuse_bool(value: Any) -> Any:
 Real = Annotated[float, BeforeValidator(_refuse_bool)]
 
 
-class Options(BaseModel):
-    """Base of every registry entry: frozen, unknown keys refused, floats finite."""
+class Strict(BaseModel):
+    """Base of every model of params.yaml: frozen, unknown keys refused, floats finite.
+
+    Integer fields are StrictInt and float fields :data:`Real`: lax pydantic reads ``true``
+    as 1 or 1.0 and ``16.0`` as 16."""
 
     # allow_inf_nan=False: `.inf`/`.nan` pass every bound check silently (inf > 0, and nan
     # compares False to everything); subclasses' model_config merges with this one.
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class Options(Strict):
+    """Base of every registry entry (a :class:`Strict` model with a name)."""
+
     #: the entry's name in its registry (and in params.yaml)
     name: ClassVar[str]
 

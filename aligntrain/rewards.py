@@ -13,7 +13,12 @@ the user turn, the response as the assistant turn) with the reward model's own
 chat template, tokenized with its special tokens, truncated on the left to
 ``max_length`` tokens — the end of the response, where a sequence classifier reads
 its score, is kept — and scored in batches of ``batch_size``, right-padded. The
-score is the model's single logit (``num_labels`` must be 1).
+score is the model's single logit (``num_labels`` must be 1) at each pair's last real
+token, found from the attention mask (:meth:`RewardModel._forward`), with position ids
+counted over real tokens, so padding on either side changes no score. transformers' own
+classifier pooling instead reads the last token that is not ``pad_token_id``, which is the
+wrong token when the pad token is one the text itself ends with (a tokenizer without a pad
+token padded with its EOS, or Llama 3's ``<|eot_id|>``).
 
 Failures are never silent and never cost a batch: a batch that raises is scored
 again one pair at a time, so only the pairs that fail themselves are unscorable;
@@ -54,7 +59,7 @@ class RewardModelConfig(BaseModel):
 
     @model_validator(mode="after")
     def _pinned(self) -> RewardModelConfig:
-        from aligntrain.config import ModelConfig
+        from aligntrain.models.settings import ModelConfig
 
         local = ModelConfig.is_local_path(self.model)
         if local and self.revision is not None:
@@ -80,18 +85,25 @@ class RewardModel:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         from aligntrain.models.hub import resolve_model_source
+        from aligntrain.models.weights import from_pretrained_safely
 
         folder = resolve_model_source(self.config.model, self.config.revision)
         tokenizer = AutoTokenizer.from_pretrained(folder)
-        if tokenizer.pad_token is None:
+        if tokenizer.pad_token is None:  # padding needs some id; scores are read by the mask, so any will do
             tokenizer.pad_token = tokenizer.eos_token
         tokenizer.padding_side, tokenizer.truncation_side = "right", "left"
-        model = AutoModelForSequenceClassification.from_pretrained(folder, dtype=getattr(torch, self.config.dtype))
+        model = from_pretrained_safely(
+            AutoModelForSequenceClassification, folder, dtype=getattr(torch, self.config.dtype)
+        )
         if model.config.num_labels != 1:
             raise ValueError(
                 f"reward model {self.config.model!r} has {model.config.num_labels} labels; a reward model has one score"
             )
-        model.config.pad_token_id = tokenizer.pad_token_id
+        if not isinstance(getattr(model, "score", None), torch.nn.Linear) or model.base_model is model:
+            raise ValueError(
+                f"reward model {self.config.model!r} ({type(model).__name__}) is not a decoder classifier with a "
+                "`score` head over its base model's hidden states: aligntrain reads that head at the last real token"
+            )
         if torch.cuda.is_available():
             model = model.to("cuda")
         self._loaded = (model.eval(), tokenizer)
@@ -144,9 +156,17 @@ class RewardModel:
             max_length=self.config.max_length,
             add_special_tokens=not tokenizer.chat_template,  # the template writes them itself
         ).to(model.device)
+        mask = enc["attention_mask"]
+        # Positions count real tokens only: a left-padded row is then read exactly as it is alone.
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        # The last real token of each row, whichever side the padding is on (the rightmost 1 of the mask).
+        last = (torch.arange(mask.shape[-1], device=mask.device) * mask).argmax(-1)
         with torch.no_grad():
-            logits = model(**enc).logits
-        return [float(x) for x in logits[:, 0].float().tolist()]
+            hidden = model.base_model(
+                input_ids=enc["input_ids"], attention_mask=mask, position_ids=positions, use_cache=False
+            ).last_hidden_state
+            scores = model.score(hidden[torch.arange(hidden.shape[0], device=hidden.device), last])
+        return [float(x) for x in scores[:, 0].float().tolist()]
 
     def _model(self):
         self.load()

@@ -151,8 +151,9 @@ def check_grpo_step(model: Path, folder: Path, vllm: str) -> dict:
 def check_sft_step(model: Path, folder: Path, objective_name: str, quantization: str) -> dict:
     import torch
 
-    from aligntrain.config import LoraSettings, OptimConfig
+    from aligntrain.config import OptimConfig
     from aligntrain.models import apply_lora, load_model_and_tokenizer
+    from aligntrain.models.settings import LoraSettings
     from aligntrain.objectives import OBJECTIVES
     from aligntrain.problems import get_problem
     from aligntrain.rollouts.generate import SamplingConfig

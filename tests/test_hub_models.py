@@ -26,7 +26,7 @@ from transformers import (
     TrainerCallback,
 )
 
-from aligntrain.config import LoraSettings, ModelConfig, OptimConfig, RLConfig, parse_params
+from aligntrain.config import OptimConfig, RLConfig, parse_params
 from aligntrain.models import (
     ModelNotAvailableError,
     apply_lora,
@@ -37,6 +37,7 @@ from aligntrain.models import (
     load_pretrained,
     save_model_and_tokenizer,
 )
+from aligntrain.models.settings import LoraSettings, ModelConfig
 from aligntrain.objectives import CrossEntropy, PassAtN
 from aligntrain.paths import StudyPaths
 from aligntrain.stages import training
@@ -185,8 +186,106 @@ def test_a_partial_snapshot_is_refused_before_loading(chat_tokenizer, tmp_path, 
     cache = _hub_cache(tmp_path, chat_tokenizer)
     for weights in (cache / "models--aligntrain-test--tiny-mistral" / "snapshots" / SHA).glob("*.safetensors"):
         weights.unlink()
-    with pytest.raises(ModelNotAvailableError, match=r"has no weights \(aligntrain loads safetensors weights only\)"):
+    with pytest.raises(ModelNotAvailableError, match=r"has no weights \(\*\.safetensors, or pytorch_model\*\.bin"):
         load_pretrained(ModelConfig(base_model="aligntrain-test/tiny-mistral", revision=SHA), cache_dir=cache)
+
+
+# --------------------------------------------------------------------------- pickled weights, read weights-only
+
+
+def _save_pickled_gpt2(tokenizer, folder: Path, extra: dict | None = None):
+    """A tiny GPT-2 (ProtGPT2's architecture) saved with its weights in ``pytorch_model.bin`` only.
+
+    transformers 5 has dropped ``save_pretrained(safe_serialization=False)`` (it writes
+    safetensors whatever it is told), so the file is written the way transformers 4 wrote it:
+    ``torch.save`` of the state dict, beside ``config.json``. ``extra`` joins the state dict.
+    """
+    from aligntrain.standins import tiny_causal_lm
+
+    model = tiny_causal_lm("gpt2", tokenizer, max_length=128).eval()
+    model.config.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    torch.save({**model.state_dict(), **(extra or {})}, folder / "pytorch_model.bin")
+    assert sorted(p.name for p in folder.iterdir() if p.suffix in (".bin", ".safetensors")) == ["pytorch_model.bin"]
+    return model
+
+
+@pytest.mark.parametrize("source", ["local", "hub-cache"])
+def test_a_pickled_only_checkpoint_loads_weights_only_with_the_same_logits(source, chat_tokenizer, tmp_path, offline):
+    """ProtGPT2's case (only pytorch_model.bin at main): it loads through aligntrain's loader, weights unchanged."""
+    if source == "local":
+        folder = tmp_path / "gpt2"
+        config = ModelConfig(base_model=str(folder))
+    else:
+        repo = tmp_path / "hub" / "models--aligntrain-test--tiny-gpt2"
+        folder = repo / "snapshots" / SHA
+        (repo / "refs").mkdir(parents=True)
+        (repo / "refs" / "main").write_text(SHA)
+        config = ModelConfig(base_model="aligntrain-test/tiny-gpt2", revision="main")
+    folder.mkdir(parents=True)
+    original = _save_pickled_gpt2(chat_tokenizer, folder)
+    loaded, tokenizer = load_pretrained(config, cache_dir=tmp_path / "hub")
+    assert type(loaded).__name__ == "GPT2LMHeadModel" and tokenizer.padding_side == "left"
+    batch = tokenizer(["Q: 1+2=?\nA: ", "Q: 12*3-4=?\nA: 36-4"], return_tensors="pt", padding=True)
+    with torch.no_grad():
+        assert torch.equal(loaded(**batch).logits, original(**batch).logits)
+
+
+def test_a_pickle_that_would_run_code_is_refused_naming_the_file(chat_tokenizer, tmp_path):
+    """A pytorch_model.bin holding an object whose unpickling runs code: refused by name, and the code never ran."""
+    from aligntrain.models.weights import UnsafeCheckpointError
+
+    marker = tmp_path / "the-payload-ran"
+
+    class Payload:  # unpickling calls open(marker, "w"): a file appears if it ever runs
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    folder = tmp_path / "gpt2"
+    folder.mkdir()
+    _save_pickled_gpt2(chat_tokenizer, folder, extra={"payload": Payload()})
+    with pytest.raises(UnsafeCheckpointError, match=rf"refusing to load {folder / 'pytorch_model.bin'}: .*io\.open"):
+        load_model_and_tokenizer(folder)
+    with pytest.raises(UnsafeCheckpointError, match="pytorch_model.bin"):
+        load_pretrained(ModelConfig(base_model=str(folder)))
+    assert not marker.exists(), "nothing in the file ran"
+    # The payload is live: an unrestricted unpickler would have run it.
+    torch.load(folder / "pytorch_model.bin", weights_only=False)
+    assert marker.exists()
+
+
+def test_pickled_weights_are_downloaded_only_when_the_revision_has_no_safetensors(tmp_path, monkeypatch):
+    """Online, *.bin is fetched in a second pass only for a revision without safetensors (nferruz/ProtGPT2 at main)."""
+    import fnmatch
+
+    import huggingface_hub
+
+    from aligntrain.models import hub
+
+    asked: list[list[str]] = []
+
+    def fake_snapshot_download(name, *, revision, cache_dir, allow_patterns, local_files_only=False):
+        asked.append(list(allow_patterns))
+        remote, local = tmp_path / "remote" / name, tmp_path / "local" / name
+        local.mkdir(parents=True, exist_ok=True)
+        for file in remote.iterdir():
+            if any(fnmatch.fnmatch(file.name, pattern) for pattern in allow_patterns):
+                (local / file.name).write_bytes(file.read_bytes())
+        return str(local)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
+    for name, files in (("pickled", ["pytorch_model.bin"]), ("both", ["model.safetensors", "pytorch_model.bin"])):
+        (tmp_path / "remote" / name).mkdir(parents=True)
+        for file in ["config.json", "tokenizer.json", "flax_model.msgpack", *files]:
+            (tmp_path / "remote" / name / file).write_text("x")
+    asked.clear()
+    folder = Path(hub._download("pickled", "main", None))
+    assert asked == [hub.MODEL_FILES, ["pytorch_model*.bin"]]
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "pytorch_model.bin", "tokenizer.json"]
+    asked.clear()
+    folder = Path(hub._download("both", "main", None))
+    assert asked == [hub.MODEL_FILES], "never the .bin beside safetensors"
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "model.safetensors", "tokenizer.json"]
 
 
 @pytest.mark.parametrize(

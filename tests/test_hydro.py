@@ -224,6 +224,44 @@ def test_parse_completion_rules():
         parse_completion(None)
 
 
+def test_protgpt2_format_reads_60_residue_lines_up_to_the_end_of_text():
+    """ProtGPT2's layout: newlines inside the sequence are dropped, the sample ends at <|endoftext|>."""
+    sequence = sequence_with(91, 130)  # h = 0.7: the valley's jackpot
+    lines = sequence[:60] + "\n" + sequence[60:120] + "\n" + sequence[120:]
+    assert len(sequence) == 130 and [i for i, c in enumerate(lines) if c == "\n"] == [60, 121]
+    for completion in (lines, lines + "\n", lines + "\n<|endoftext|>", lines + "\n<|endoftext|>MKLV\nAAAA"):
+        assert parse_completion(completion, "protgpt2") == sequence, completion
+    # the same text in the line format: the first line only
+    assert parse_completion(lines + "\n", "line") == sequence[:60] == parse_completion(lines + "\n")
+    assert parse_completion("MKLV<|endoftext|>", "protgpt2") == "MKLV"
+    assert parse_completion("MKLV\n<|endoftext|>\nDEKR", "protgpt2") == "MKLV"
+    assert parse_completion("<|endoftext|>MKLV", "protgpt2") == ""
+    assert parse_completion("A" * 1000, "protgpt2") == "A" * 1000
+    for bad in ["A" * 1001, "MKLx\n", "MK LV", "MKLV\r\n", "MK<unk>LV", "mklv", "MKLV<|endoftext"]:
+        assert parse_completion(bad, "protgpt2") is None, bad
+    with pytest.raises(ValueError, match="sequence_format"):
+        parse_completion("MKLV", "fasta")
+
+
+def test_protgpt2_format_scores_the_whole_sequence_and_only_when_asked(problem):
+    protgpt2 = PROBLEMS.parse("hydro", {"sequence_format": "protgpt2"})
+    assert (protgpt2.stop_text, problem.stop_text, problem.sequence_format) == ("", "\n", "line")
+    row = make_row("U:00042\n", 1, sequence_with(7, 20))
+    sequence = sequence_with(91, 130)
+    completion = sequence[:60] + "\n" + sequence[60:120] + "\n" + sequence[120:] + "\n"
+    grade = protgpt2.grade(completion, row)
+    assert grade.answer == sequence and close(grade.reward, valley_reference(91, 130)) and grade.correct
+    line = problem.grade(completion, row)  # the default format reads the first line: 30 of 60 hydrophobic
+    assert sum(residue in OIL_LOVING for residue in sequence[:60]) == 30
+    assert line.answer == sequence[:60] and close(line.reward, valley_reference(30, 60)) and not line.correct
+    eos = protgpt2.grade(sequence[:60] + "\n<|endoftext|>" + "W" * 60 + "\n", row)
+    assert eos.answer == sequence[:60] and eos.reward == line.reward, "nothing after the end-of-text counts"
+    complement = make_row(f"C:{sequence_with(6, 20)}\n", 2, sequence_with(7, 20))  # h_in = 0.3, target 0.7
+    assert protgpt2.reward(completion, complement) == pytest.approx(10.0)
+    with pytest.raises(ValueError, match="sequence_format"):
+        PROBLEMS.parse("hydro", {"sequence_format": "fasta"})
+
+
 def test_problem_reward_and_grade(problem):
     valley_row = make_row("U:00042\n", 1, sequence_with(7, 20))
     jackpot = sequence_with(15, 20)
@@ -274,6 +312,18 @@ def test_untrusted_completions_never_raise(problem, completion, level):
     else:
         assert set(grade.answer) <= set(RESIDUES) and completion.startswith(grade.answer)
         assert len(grade.answer) <= 120 and completion[len(grade.answer) : len(grade.answer) + 1] in ("", "\n")
+
+
+@settings(max_examples=150, deadline=None)
+@given(completion=st.one_of(st.text(max_size=300), st.text(alphabet=RESIDUES + "\n<|endoftext|>x ", max_size=300)))
+def test_untrusted_completions_never_raise_in_protgpt2_format(completion):
+    problem = PROBLEMS.parse("hydro", {"sequence_format": "protgpt2"})
+    grade = problem.grade(completion, make_row("U:00042\n", 1, sequence_with(7, 20)))
+    assert -5.0 <= grade.reward <= 12.17 and grade.correct == (grade.reward > 8.0)
+    if grade.answer is None:
+        assert grade.reward == -5.0
+    else:
+        assert grade.answer == completion.split("<|endoftext|>")[0].replace("\n", "")
 
 
 # ---------------------------------------------------------------------------

@@ -61,10 +61,70 @@ def test_batched_scores_equal_one_pair_at_a_time(standins):
     assert scorer.unscorable == 0
 
 
+#: a template whose assistant turn ends with EOS, as Llama 3's ends with <|eot_id|>
+EOS_TEMPLATE = (
+    "{% for m in messages %}{% if m['role'] == 'user' %}[user] {{ m['content'] }}\n"
+    "{% else %}[assistant] {{ m['content'] }}{{ eos_token }}{% endif %}{% endfor %}"
+)
+
+
+@pytest.fixture(scope="module")
+def padless_reward(standins, tmp_path_factory):
+    """The reward stand-in re-made over a tokenizer with NO pad token, whose template ends each reply with EOS."""
+    from transformers import AutoTokenizer
+
+    from aligntrain.standins import tiny_reward_model
+
+    tokenizer = AutoTokenizer.from_pretrained(standins["reward"])
+    tokenizer.pad_token = None
+    tokenizer.chat_template = EOS_TEMPLATE
+    folder = tmp_path_factory.mktemp("padless")
+    model = tiny_reward_model(tokenizer)
+    assert model.config.pad_token_id is None
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _alone_score(folder, prompt: str, response: str) -> float:
+    """The classifier's own logit for one pair run alone: no padding, its last position (pad_token_id unset)."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    assert tokenizer.pad_token is None and model.config.pad_token_id is None
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": prompt}, {"role": "assistant", "content": response}], tokenize=False
+    )
+    ids = tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"]
+    assert ids[0, -1] == tokenizer.eos_token_id, "the text ends with EOS, the token the loader pads with"
+    with torch.no_grad():
+        return float(model(input_ids=ids).logits[0, 0])
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_scores_are_read_at_the_last_real_token_without_a_pad_token(padless_reward, side):
+    """Each pair of a padded batch (lengths 6 to 33 characters apart) scores as it does alone, to 1e-5."""
+    scorer = RewardModel(RewardModelConfig(model=str(padless_reward), dtype="float32", batch_size=4))
+    _, tokenizer = scorer._model()
+    assert tokenizer.pad_token == tokenizer.eos_token  # none of its own: the loader pads with EOS
+    tokenizer.padding_side = side
+    prompts = ["Q: 1+2=?\nA:", "Q: 12*3-4=?\nA:", "Q: 7=?\nA:", "Q: 5+5+5+5=?\nA:", "Q: 9-1=?\nA:"]
+    responses = ["3 #### 3", "36-4=32 #### 32", "7", "20 #### 20 and some more text", "8"]
+    texts = [scorer.render(p, r) for p, r in zip(prompts, responses, strict=True)]
+    lengths = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
+    assert len(set(lengths[:4])) == 4, "every batch of 4 pads"
+    scores = scorer.score(prompts, responses)
+    alone = [_alone_score(padless_reward, p, r) for p, r in zip(prompts, responses, strict=True)]
+    for score, reference in zip(scores, alone, strict=True):
+        assert score == pytest.approx(reference, abs=1e-5)
+    assert len({round(s, 6) for s in scores}) == 5 and scorer.unscorable == 0
+
+
 def test_a_failing_batch_is_scored_pair_by_pair_and_only_the_bad_pair_is_lost(standins, caplog):
     scorer = RewardModel(RewardModelConfig(model=str(standins["reward"]), dtype="float32", batch_size=4))
     model, tokenizer = scorer._model()
-    forward = model.forward
+    forward = model.base_model.forward  # scores are read from the base model's hidden states
     poison = tokenizer.convert_tokens_to_ids("9")
 
     def fragile_forward(input_ids=None, **kwargs):  # a device error on one particular pair
@@ -72,7 +132,7 @@ def test_a_failing_batch_is_scored_pair_by_pair_and_only_the_bad_pair_is_lost(st
             raise RuntimeError("CUDA error: an illegal memory access (injected)")
         return forward(input_ids=input_ids, **kwargs)
 
-    model.forward = fragile_forward
+    model.base_model.forward = fragile_forward
     with caplog.at_level(logging.WARNING, logger="aligntrain.rewards"):
         scores = scorer.score(["Q: 1+2=?\nA:"] * 3, ["3", "9", "4"])
     assert math.isfinite(scores[0]) and math.isnan(scores[1]) and math.isfinite(scores[2])

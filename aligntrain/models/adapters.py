@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from peft import LoraConfig, PeftModel
     from transformers import BitsAndBytesConfig, PreTrainedModel
 
-    from aligntrain.config import LoraSettings
+    from aligntrain.models.settings import LoraSettings
 
 #: the adapter that :func:`apply_lora` creates and :func:`merge_adapter` merges (peft's default name)
 ADAPTER_NAME = "default"
@@ -164,8 +164,10 @@ def _merge_into_full_precision(base: PreTrainedModel, adapter_dir: str | Path) -
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
+    from aligntrain.models.weights import from_pretrained_safely
+
     quant = base.config.quantization_config
     dtype = quant.get("bnb_4bit_compute_dtype") if isinstance(quant, dict) else quant.bnb_4bit_compute_dtype
     dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
-    full = AutoModelForCausalLM.from_pretrained(base.config._name_or_path, dtype=dtype)
+    full = from_pretrained_safely(AutoModelForCausalLM, base.config._name_or_path, dtype=dtype)
     return PeftModel.from_pretrained(full, str(adapter_dir), adapter_name=ADAPTER_NAME).merge_and_unload()

@@ -4,8 +4,11 @@
 path as it is, a hub id into its snapshot in the Hugging Face cache. On an offline machine
 (``HF_HUB_OFFLINE=1``) a snapshot that is not cached is a :class:`ModelNotAvailableError`
 naming the id and revision and saying how to pre-fetch it; online, the snapshot is
-downloaded there and then (configs, safetensors weights, tokenizer files). Either way this
-happens before any work: ``pretrain`` calls it first.
+downloaded there and then (configs, safetensors weights, tokenizer files; the pickled
+``pytorch_model*.bin`` weights only when the revision has no safetensors). Either way this
+happens before any work: ``pretrain`` calls it first. Pickled weights are read weights-only
+(:func:`aligntrain.models.loading.check_pickled_weights`): a file that holds anything but
+tensors is refused, and no remote code is fetched or run.
 
 :func:`load_pretrained` loads the resolved model with :func:`load_model_and_tokenizer` in
 ``model.dtype`` (its tokenizer padding on the left, so that generation continues every row
@@ -20,14 +23,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aligntrain.models.loading import load_model_and_tokenizer
+from aligntrain.models.weights import PICKLED_WEIGHTS
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from aligntrain.config import ModelConfig
+    from aligntrain.models.settings import ModelConfig
 
 #: the files of a hub model that are fetched: configs, safetensors weights, tokenizer files, chat templates
-#: (never pickled ``*.bin`` / ``*.pt`` weights, nor remote code)
+#: (no remote code; pickled weights only as :func:`_download` says)
 MODEL_FILES = ["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "*.tiktoken"]
 
 
@@ -44,7 +48,7 @@ def resolve_model_source(name: str, revision: str | None = None, *, cache_dir: s
     and an online one downloads :data:`MODEL_FILES`. ``cache_dir``: the hub cache
     (default: ``HF_HUB_CACHE``).
     """
-    from aligntrain.config import ModelConfig
+    from aligntrain.models.settings import ModelConfig
 
     if ModelConfig.is_local_path(name):
         if revision is not None:
@@ -89,7 +93,12 @@ def _download(name: str, revision: str, cache_dir: str | Path | None) -> str:
     from huggingface_hub.errors import LocalEntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
 
     try:
-        return snapshot_download(name, revision=revision, cache_dir=cache_dir, allow_patterns=MODEL_FILES)
+        folder = snapshot_download(name, revision=revision, cache_dir=cache_dir, allow_patterns=MODEL_FILES)
+        if not any(Path(folder).glob("*.safetensors")):
+            # Some repositories keep only pytorch_model.bin at their main revision (nferruz/ProtGPT2):
+            # fetched then, never beside safetensors (twice the download, and transformers prefers safetensors).
+            folder = snapshot_download(name, revision=revision, cache_dir=cache_dir, allow_patterns=[PICKLED_WEIGHTS])
+        return folder
     except RevisionNotFoundError:
         raise ModelNotAvailableError(f"hub model {name!r} has no revision {revision!r}") from None
     except RepositoryNotFoundError:  # gated repositories included
@@ -104,18 +113,20 @@ def _download(name: str, revision: str, cache_dir: str | Path | None) -> str:
 
 
 def _checked_snapshot(folder: Path, name: str, revision: str) -> Path:
-    """``folder`` if it holds a config and safetensors weights (a partial download does not)."""
-    missing = [
-        what
-        for what, pattern in (("config.json", "config.json"), ("weights", "*.safetensors"))
-        if not any(folder.glob(pattern))
-    ]
+    """``folder`` if it holds a config and weights, safetensors or pickled (a partial download does not)."""
+    found = {"config.json": (folder / "config.json").is_file(), "weights": _has_weights(folder)}
+    missing = [what for what, present in found.items() if not present]
     if missing:
         raise ModelNotAvailableError(
             f"hub model {name!r} at revision {revision!r}: the cached snapshot {folder} has no "
-            f"{' and no '.join(missing)} (aligntrain loads safetensors weights only): " + prefetch_hint(name, revision)
+            f"{' and no '.join(missing)} (*.safetensors, or {PICKLED_WEIGHTS} read weights-only): "
+            + prefetch_hint(name, revision)
         )
     return folder
+
+
+def _has_weights(folder: Path) -> bool:
+    return any(folder.glob("*.safetensors")) or any(folder.glob(PICKLED_WEIGHTS))
 
 
 def load_pretrained(

@@ -1,4 +1,7 @@
-"""Loading and saving checkpoints the way a hub model is loaded and saved."""
+"""Loading and saving checkpoints the way a hub model is loaded and saved.
+
+Pickled weights are read only as plain tensors (:mod:`aligntrain.models.weights`).
+"""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from aligntrain.models.adapters import (
     merge_adapter,
     quantization_config,
 )
+from aligntrain.models.weights import from_pretrained_safely
 
 #: the subfolder of a saved model that holds the LoRA adapter it was merged from (peft's format)
 ADAPTER_DIR = "adapter"
@@ -23,6 +27,8 @@ def load_model_and_tokenizer(
     path: str | Path, *, dtype: str = "float32", quantization: str = "none"
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """``from_pretrained`` for both parts; a missing directory is a clear error. The tokenizer pads on the left.
+
+    Pickled weights (no safetensors in ``path``) are read weights-only (:func:`check_pickled_weights`).
 
     ``quantization='nf4'`` loads the weights in 4-bit NormalFloat for QLoRA, on this
     process's GPU; without CUDA (or bitsandbytes) it is refused before anything is read.
@@ -47,7 +53,7 @@ def load_model_and_tokenizer(
             "quantization_config": quantization_config(dtype),
             "device_map": {"": PartialState().local_process_index},
         }
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype), **kwargs)
+    model = from_pretrained_safely(AutoModelForCausalLM, path, dtype=getattr(torch, dtype), **kwargs)
     return model, tokenizer
 
 

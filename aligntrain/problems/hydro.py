@@ -42,6 +42,21 @@ is unscorable and gets ``UNSCORABLE_REWARD`` = −5, the formulas' own floor for
 a too-short sequence. Rejecting, not dropping, keeps junk characters from
 being a free way to pad a sequence.
 
+ProtGPT2's format (option ``sequence_format: protgpt2``) [choice]: ProtGPT2
+(nferruz/ProtGPT2, the model of CAT Table 6) was trained on sequences laid out as
+in FASTA files, a newline after every 60 residues, each
+sequence ended by its end-of-text token ``END_OF_TEXT`` = "<|endoftext|>" (its
+model card). Cut at the first newline, a model that keeps this habit could never
+write more than 60 residues. In this format the newlines are layout inside the
+sequence: the sample ends at END_OF_TEXT (or where the text ends: decoding drops
+the token, and the sampler stops there), every "\\n" before it is removed, and
+the rest must be residue letters, at most ``PROTGPT2_MAX_RESIDUES`` = 1000 of
+them (more is a runaway; ProtGPT2's BPE tokens hold about 4 residues, so the
+study's 160-token completions stop first). Removing newlines cannot pad a
+sequence: h and the length count residues only. The rows are the same in both
+formats: a gold sequence has at most 60 residues, one ProtGPT2 line, followed by
+its newline. Prompts are unchanged.
+
 Exact bands [choice]: h and h_in are fractions (``fractions.Fraction``), and the
 penalty bands are decided in exact rational arithmetic, so a sequence on an
 edge (h = 9/20 = 0.45) is outside the open band as the formula says; in binary
@@ -93,7 +108,9 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
 
 from aligntrain.options import Options
 from aligntrain.problems import rows
@@ -112,6 +129,9 @@ _RESIDUES = frozenset(ALPHABET)
 _HYDROPHOBIC = frozenset(HYDROPHOBIC)
 
 MAX_RESIDUES = 120  # longest scorable completion line
+SEQUENCE_FORMATS = ("line", "protgpt2")  # how a completion spells a sequence (module docstring)
+PROTGPT2_MAX_RESIDUES = 1000  # longest scorable sequence in ProtGPT2's format
+END_OF_TEXT = "<|endoftext|>"  # ProtGPT2's end-of-text (EOS) token: a sample ends there
 UNSCORABLE_REWARD = -5.0  # docs/math.md §6 floor for a too-short sequence; also for unparseable text
 CORRECT_REWARD = 8.0  # correct <=> reward > CORRECT_REWARD
 
@@ -177,14 +197,23 @@ def complement_reward(sequence: str, h_in: numbers.Real) -> float:
     return ridge - 2.0 * copies_input
 
 
-def parse_completion(completion: str) -> str | None:
+def parse_completion(completion: str, sequence_format: str = "line") -> str | None:
     """The residue sequence a completion spells, or None when unscorable (module docstring).
 
-    The text before the first STOP_TEXT (all of it if none) must be 0–``MAX_RESIDUES``
-    residue letters. Reads at most ``MAX_RESIDUES`` + 1 characters of any input.
+    ``"line"``: the text before the first STOP_TEXT (all of it if none) must be
+    0–``MAX_RESIDUES`` residue letters; reads at most ``MAX_RESIDUES`` + 1 characters.
+    ``"protgpt2"``: the text before the first END_OF_TEXT (all of it if none), its
+    newlines removed, must be 0–``PROTGPT2_MAX_RESIDUES`` residue letters.
     """
     if not isinstance(completion, str):
         raise ValueError(f"completion must be a str, got {type(completion).__name__}")
+    if sequence_format == "protgpt2":
+        sequence = completion.split(END_OF_TEXT, 1)[0].replace("\n", "")
+        if len(sequence) > PROTGPT2_MAX_RESIDUES or not _RESIDUES.issuperset(sequence):
+            return None
+        return sequence
+    if sequence_format != "line":
+        raise ValueError(f"sequence_format must be one of {SEQUENCE_FORMATS}, got {sequence_format!r}")
     line = completion[: MAX_RESIDUES + 1].split(STOP_TEXT, 1)[0]
     if len(line) > MAX_RESIDUES or not _RESIDUES.issuperset(line):
         return None
@@ -248,12 +277,12 @@ def level_of_prompt(prompt: str) -> tuple[int, re.Match[str]] | None:
     return None
 
 
-def score_completion(completion: str, prompt: str) -> tuple[str | None, float]:
+def score_completion(completion: str, prompt: str, sequence_format: str = "line") -> tuple[str | None, float]:
     """(parsed sequence or None, reward) of a completion of ``prompt`` (a well-formed prompt)."""
     found = level_of_prompt(prompt) if isinstance(prompt, str) else None
     if found is None:
         raise ValueError(f"prompt must have the form of a hydro task prompt, got {prompt!r}")
-    sequence = parse_completion(completion)
+    sequence = parse_completion(completion, sequence_format)
     if sequence is None:
         return None, UNSCORABLE_REWARD
     level, match = found
@@ -417,7 +446,18 @@ class HydroProblem(rows.RowStore, Options):
     name: ClassVar[str] = NAME
     binary_rewards: ClassVar[bool] = False
     levels: ClassVar[tuple[int, ...]] = LEVELS
-    stop_text: ClassVar[str] = STOP_TEXT
+
+    sequence_format: Literal["line", "protgpt2"] = Field(
+        "line",
+        description="How a completion spells a sequence. line: one line, ended by its first newline (the embedded "
+        "character model). protgpt2: ProtGPT2's layout, a newline every 60 residues, ended by the end-of-text "
+        "token; the newlines are removed before scoring.",
+    )
+
+    @property
+    def stop_text(self) -> str:
+        """The text that ends a completion: "\\n" in the line format; none in ProtGPT2's (EOS ends it)."""
+        return STOP_TEXT if self.sequence_format == "line" else ""
 
     def generate_splits(self, sizes: Mapping[str, int], levels: Sequence[int], seed: int) -> dict[str, list[HydroRow]]:
         return generate_splits(sizes, levels, seed)
@@ -432,7 +472,7 @@ class HydroProblem(rows.RowStore, Options):
     def grade(self, completion: str, row: Mapping[str, Any]) -> HydroGrade:
         """Parsed sequence, no answer class, correct (reward > CORRECT_REWARD) and reward."""
         try:
-            sequence, reward = score_completion(completion, row["prompt"])
+            sequence, reward = score_completion(completion, row["prompt"], self.sequence_format)
         except (KeyError, ValueError) as error:
             raise ValueError(f"row {row.get('id')!r}: {error}") from error
         return HydroGrade(answer=sequence, answer_class=None, correct=reward > CORRECT_REWARD, reward=reward)
