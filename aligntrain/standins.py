@@ -11,7 +11,11 @@ What is written (:func:`write_standins`), under one folder:
 * ``models/<family>``: a freshly initialised causal LM of each architecture family
   the seeds' studies use (:data:`FAMILIES`: Mistral for Mistral-7B-Instruct, Llama for
   Llama-3 and Llama-3.2, GPT-2 for ProtGPT2), saved with ``save_pretrained`` with a
-  character tokenizer that has a chat template (``[user] ...\\n[assistant] ``).
+  character tokenizer. The Mistral and Llama tokenizers have the special tokens and the
+  chat template of the real family (:data:`CHAT_FORMS`): Mistral-7B-Instruct-v0.2's
+  ``<s>[INST] ... [/INST]`` turns and Llama 3's ``<|start_header_id|>`` headers closed by
+  ``<|eot_id|>``, each special token one token; the GPT-2 one keeps a plain template
+  (``[user] ...\\n[assistant] ``; ProtGPT2 has none and its study renders no prompt).
   Tiny: 2 layers of width 32 to 64.
 * ``data/math/train.parquet``: records in the exact schema of ``EleutherAI/hendrycks_math``
   (``problem``, ``level`` "Level k", ``type`` the subject, ``solution`` with the answer in
@@ -20,7 +24,7 @@ What is written (:func:`write_standins`), under one folder:
   questions are arithmetic chains (the ``arith`` problem's generator), so the stand-in
   study has something learnable; only the schema is MATH's.
 * ``models/reward``: a freshly initialised Llama sequence classifier (one score), standing in
-  for Skywork-Reward-V2-Llama-3.1-8B, with the same tokenizer and chat template.
+  for Skywork-Reward-V2-Llama-3.1-8B, with the Llama stand-in's tokenizer and Llama 3 template.
 * ``data/ultrafeedback/{train,test}_prefs.parquet`` in the schema of
   ``HuggingFaceH4/ultrafeedback_binarized`` (``prompt``, ``prompt_id``, ``chosen`` and
   ``rejected`` as ``[{role, content}]`` conversations, ``score_chosen``, ``score_rejected``)
@@ -37,8 +41,9 @@ What is written (:func:`write_standins`), under one folder:
   has only the Python 2 one (no gold: dropped from train), and TACO test ends with one
   call-based problem (``fn_name``: skipped by the loader).
 
-The tokenizer's alphabet is every character of the stand-in data and the chat
-markers, so no stand-in text meets ``<unk>``.
+The tokenizers' alphabet is every character of the stand-in data and the chat
+markers, so no stand-in text meets ``<unk>`` (a token of the character tokenizers only:
+Llama 3's byte-level tokenizer has none).
 """
 
 from __future__ import annotations
@@ -52,12 +57,82 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-#: the chat template of every stand-in tokenizer: one user turn, then the assistant's reply
+#: the chat template of the GPT-2 stand-in (ProtGPT2 has none): one user turn, then the assistant's reply
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
     "{% if message['role'] == 'user' %}[user] {{ message['content'] }}\n{% else %}{{ message['content'] }}{% endif %}"
     "{% endfor %}{% if add_generation_prompt %}[assistant] {% endif %}"
 )
+
+#: Mistral-7B-Instruct-v0.2's form: ``<s>[INST] user [/INST]assistant</s>[INST] ...``. User and assistant
+#: turns only, alternating from a user turn (a system turn is an error, as it is for the real template);
+#: the generation prompt adds nothing (the assistant's text follows ``[/INST]``). ``[INST]`` and ``[/INST]``
+#: are plain text, as in v0.2's tokenizer (control tokens only from v0.3).
+MISTRAL_CHAT_TEMPLATE = (
+    "{{ bos_token }}"
+    "{% for message in messages %}"
+    "{% if message['role'] != 'user' and message['role'] != 'assistant' %}"
+    "{{ raise_exception('this template has user and assistant turns only, no ' + message['role'] + ' turn') }}"
+    "{% endif %}"
+    "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+    "{{ raise_exception('turns must alternate user, assistant, user, ... starting with a user turn') }}"
+    "{% endif %}"
+    "{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}"
+    "{% else %}{{ message['content'] + eos_token }}{% endif %}"
+    "{% endfor %}"
+)
+
+#: Llama 3 Instruct's form: ``<|begin_of_text|>``, then each turn as ``<|start_header_id|>role<|end_header_id|>``,
+#: two newlines, the content stripped of surrounding whitespace and ``<|eot_id|>``; the generation prompt is
+#: the assistant's header. Any role (system included), as the real template takes.
+LLAMA3_CHAT_TEMPLATE = (
+    "{{ bos_token }}"
+    "{% for message in messages %}"
+    "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' }}"
+    "{{ message['content'] | trim }}<|eot_id|>"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}"
+)
+
+
+@dataclass(frozen=True)
+class ChatForm:
+    """The special tokens and chat template of a real tokenizer family, for a character tokenizer to carry.
+
+    ``extra``: special tokens beyond BOS, EOS, pad and unk; ``markers``: the plain text the
+    template writes (its characters join the alphabet).
+    """
+
+    bos: str
+    eos: str
+    pad: str
+    unk: str
+    extra: tuple[str, ...]
+    template: str
+    markers: str
+
+    @property
+    def special_tokens(self) -> tuple[str, ...]:
+        return (self.unk, self.bos, self.eos, self.pad, *self.extra)
+
+
+#: family -> the form of its stand-in tokenizer. Mistral-7B-Instruct-v0.2: ``<s>``, ``</s>``, ``<unk>``.
+#: Llama 3 Instruct (Llama-3.2-1B-Instruct, Skywork-Reward-V2-Llama-3.1-8B): ``<|begin_of_text|>``, EOS
+#: ``<|eot_id|>`` (the end of a turn, where generation stops), the header tokens and ``<|end_of_text|>``.
+#: [choice] Each has a pad token (Llama 3.1's ``<|finetune_right_pad_id|>``; ``<pad>`` for Mistral, whose
+#: tokenizer has none), so that padding never reuses EOS, as the stand-in studies have always padded.
+CHAT_FORMS: dict[str, ChatForm] = {
+    "mistral": ChatForm("<s>", "</s>", "<pad>", "<unk>", (), MISTRAL_CHAT_TEMPLATE, "[INST] [/INST]"),
+    "llama": ChatForm(
+        "<|begin_of_text|>",
+        "<|eot_id|>",
+        "<|finetune_right_pad_id|>",
+        "<unk>",
+        ("<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>"),
+        LLAMA3_CHAT_TEMPLATE,
+        "system user assistant\n",
+    ),
+}
 
 #: family -> (transformers config class, causal LM class, config keywords); the hub models they stand in for
 FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
@@ -414,6 +489,38 @@ def contest_texts(n: int) -> list[str]:
     return texts
 
 
+def chat_tokenizer(family: str, texts: list[str]):
+    """A character tokenizer over ``texts`` with the special tokens and chat template of ``family``.
+
+    The form is :data:`CHAT_FORMS`' entry for ``family``. As
+    :func:`aligntrain.models.tiny.build_char_tokenizer`, each character is one token and every
+    encoded text starts with BOS; each special token is registered as one (never split into characters).
+    """
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    form = CHAT_FORMS[family]
+    alphabet = sorted({ch for text in [*texts, form.markers] for ch in text})
+    vocab = {token: i for i, token in enumerate([*form.special_tokens, *alphabet])}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token=form.unk))
+    core.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
+    core.decoder = decoders.Fuse()
+    core.post_processor = processors.TemplateProcessing(
+        single=f"{form.bos} $A", pair=f"{form.bos} $A $B", special_tokens=[(form.bos, vocab[form.bos])]
+    )
+    core.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in form.special_tokens])
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core,
+        bos_token=form.bos,
+        eos_token=form.eos,
+        pad_token=form.pad,
+        unk_token=form.unk,
+        extra_special_tokens=list(form.extra),
+    )
+    tokenizer.chat_template = form.template
+    return tokenizer
+
+
 def tiny_reward_model(tokenizer, *, hidden_size: int = 32, num_layers: int = 2, max_length: int = 512):
     """A freshly initialised Llama sequence classifier with one score over ``tokenizer``'s vocabulary."""
     import torch
@@ -462,11 +569,11 @@ def write_standins(folder: str | Path, *, train_size: int = 256, test_size: int 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from aligntrain.grading import ANSWER_MARKER
     from aligntrain.io import write_text
     from aligntrain.models.tiny import build_char_tokenizer
     from aligntrain.problems import get_problem, hydro
     from aligntrain.problems.hub import format_prompt
-    from aligntrain.verify import ANSWER_MARKER
 
     folder = Path(folder)
     splits = get_problem("arith").generate_splits(
@@ -496,15 +603,16 @@ def write_standins(folder: str | Path, *, train_size: int = 256, test_size: int 
     texts += contest_texts(2 * sum(contest_sizes.values()) - contest_sizes["valid"])
     # The 20 residues and the hydro task markers, so that the GPT-2 stand-in (ProtGPT2) reads hydro rows too.
     texts += [format_prompt("?"), ANSWER_MARKER, "[user] [assistant] \n0123456789", hydro.ALPHABET, "U:C:"]
-    tokenizer = build_char_tokenizer(texts)
-    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizers = {family: chat_tokenizer(family, texts) for family in CHAT_FORMS}
+    tokenizers["gpt2"] = build_char_tokenizer(texts)
+    tokenizers["gpt2"].chat_template = CHAT_TEMPLATE
     for family in FAMILIES:
         paths[family] = folder / "models" / family
-        tiny_causal_lm(family, tokenizer).save_pretrained(paths[family])
-        tokenizer.save_pretrained(paths[family])
+        tiny_causal_lm(family, tokenizers[family]).save_pretrained(paths[family])
+        tokenizers[family].save_pretrained(paths[family])
     paths["reward"] = folder / "models" / "reward"
-    tiny_reward_model(tokenizer).save_pretrained(paths["reward"])
-    tokenizer.save_pretrained(paths["reward"])
+    tiny_reward_model(tokenizers["llama"]).save_pretrained(paths["reward"])
+    tokenizers["llama"].save_pretrained(paths["reward"])
     return paths
 
 

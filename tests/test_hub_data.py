@@ -62,10 +62,10 @@ MATH_TRAIN = {
             "circle is $\\boxed{(3, -1)}$.",
         },
         {
-            "problem": "How many ways are there to choose 3 of 10 books?",
+            "problem": "What is the domain of $f(x) = x^3 - 2x$?",
             "level": "Level 2",
             "type": "Algebra",
-            "solution": "Order does not matter, so there are $\\boxed{\\binom{10}{3}}$ ways.",
+            "solution": "A polynomial is defined everywhere, so the domain is $\\boxed{\\mathbb{R}}$.",
         },
         {
             "problem": "Evaluate $\\left\\lceil\\sqrt{140}\\right\\rceil$.",
@@ -374,8 +374,8 @@ def test_math_from_local_parquet_maps_rows_and_skips_what_cannot_be_graded(tmp_p
     with caplog.at_level("WARNING"):
         splits = problem.load_splits()
     rows = _by_prompt(splits["train"] + splits["validation"])
-    assert len(rows) == 12  # 14 MATH rows - "Level ?" - the binomial coefficient, which the grader cannot read
-    assert "Level ?" in caplog.text and "binom" in caplog.text
+    assert len(rows) == 12  # 14 MATH rows - "Level ?" - the set \\mathbb{R}, which the grader cannot read
+    assert "Level ?" in caplog.text and "mathbb" in caplog.text
     assert rows["Find the center of the circle with equation $x^2 - 6x + y^2 + 2y = 9$."]["answer"] == "(3, -1)"
     cosine = rows["Compute $\\cos 30^\\circ$."]
     assert cosine["answer"] == "\\frac{\\sqrt{3}}{2}" and cosine["level"] == 1
@@ -399,7 +399,7 @@ def test_math_and_math500_through_the_hub_cache_at_the_pinned_revisions(math_sna
     """The default options: MATH train (7 subject configs) and MATH-500 test.jsonl, loaded by datasets."""
     problem = get_problem("math")
     splits = problem.load_splits()
-    # as the local parquet test: 14 rows - "Level ?" - the binomial coefficient
+    # as the local parquet test: 14 rows - "Level ?" - the set \\mathbb{R}
     assert len(splits["train"]) + len(splits["validation"]) == 12
     test = _by_prompt(splits["test"])
     fraction = test[
@@ -598,7 +598,7 @@ def test_a_bad_row_stops_the_load_naming_file_row_and_field(tmp_path, name, prob
 def test_ungradable_error_names_the_row(tmp_path):
     problem = _math_local(tmp_path, ungradable="error")
     with pytest.raises(
-        DataRowError, match=r"math-algebra-train\.parquet: row 3: field 'answer' is ungradable.*binom\{10\}\{3\}"
+        DataRowError, match=r"math-algebra-train\.parquet: row 3: field 'answer' is ungradable.*mathbb\{R\}"
     ):
         problem.load_splits(["train"])
 
@@ -624,7 +624,7 @@ def test_malformed_prepared_rows_are_named_by_validate_row(tmp_path):
     problem = _math_local(tmp_path)
     row = problem.load_splits(["test"])["test"][0]
     for field, value, says in [
-        ("answer", "\\binom{4}{2}", "not an answer the grader can parse"),
+        ("answer", "\\mathbb{R}", "not an answer the grader can parse"),
         ("completion", row["completion"].replace("####", "Answer:"), "does not end with the answer line"),
         ("id", "math-algebra-L3-0000000000000000", "field 'id'"),
         ("level", 7, "field 'level'"),

@@ -35,7 +35,9 @@ from aligntrain.models import (
     check_target_modules,
     load_model_and_tokenizer,
     load_pretrained,
+    policy_rows,
     save_model_and_tokenizer,
+    with_chat_template,
 )
 from aligntrain.models.settings import LoraSettings, ModelConfig
 from aligntrain.objectives import CrossEntropy, PassAtN
@@ -188,6 +190,96 @@ def test_a_partial_snapshot_is_refused_before_loading(chat_tokenizer, tmp_path, 
         weights.unlink()
     with pytest.raises(ModelNotAvailableError, match=r"has no weights \(\*\.safetensors, or pytorch_model\*\.bin"):
         load_pretrained(ModelConfig(base_model="aligntrain-test/tiny-mistral", revision=SHA), cache_dir=cache)
+
+
+# --------------------------------------------------------------------------- the stand-ins' real template forms
+
+
+@pytest.fixture(scope="module")
+def standin_models(tmp_path_factory):
+    """aligntrain.standins' models: the Mistral and Llama stand-ins carry their hub families' chat templates."""
+    from aligntrain.standins import write_standins
+
+    return write_standins(tmp_path_factory.mktemp("standins"), train_size=16, test_size=4)
+
+
+#: "Q: 1+2=?" as one user turn with the generation prompt, written out by hand, and its length in tokens (the
+#: tokenizer's BOS, then one token per character and per special token); the template's own BOS is dropped
+STANDIN_PROMPTS = {
+    "mistral": ("[INST] Q: 1+2=? [/INST]", 1 + 7 + 8 + 8),
+    "llama": (
+        "<|start_header_id|>user<|end_header_id|>\n\nQ: 1+2=?<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n",
+        1 + (1 + 4 + 1 + 2) + 8 + 1 + (1 + 9 + 1 + 2),
+    ),
+}
+
+
+def _standin(standin_models, family: str, **settings):
+    return load_pretrained(ModelConfig(base_model=str(standin_models[family]), **settings))
+
+
+@pytest.mark.parametrize("family", ["mistral", "llama"])
+def test_chat_prompts_on_the_stand_ins_take_their_hub_families_forms(standin_models, family):
+    """chat_prompt and policy_rows render Mistral's [INST] turn and Llama 3's header turn, with exactly one BOS."""
+    _, tokenizer = _standin(standin_models, family, chat_template=True)
+    expected, length = STANDIN_PROMPTS[family]
+    rendered = chat_prompt(tokenizer, "Q: 1+2=?")
+    assert rendered == expected
+    ids = tokenizer(rendered)["input_ids"]
+    assert len(ids) == length and tokenizer.unk_token_id not in ids
+    assert ids[0] == tokenizer.bos_token_id and tokenizer.bos_token_id not in ids[1:], "exactly one BOS"
+    assert tokenizer.decode(ids) == tokenizer.bos_token + rendered, "special tokens decode whole"
+    rows = [{"id": "arith-1", "prompt": "Q: 1+2=?", "answer": "3"}]
+    config = ModelConfig(base_model=str(standin_models[family]), chat_template=True)
+    assert policy_rows(config, tokenizer, rows) == [{**rows[0], "prompt": expected}]
+    assert policy_rows(config.model_copy(update={"chat_template": False}), tokenizer, rows) == rows
+
+
+@pytest.mark.parametrize("family", ["mistral", "llama"])
+def test_rollouts_count_the_whole_rendered_prompt_and_refuse_rather_than_truncate_it(standin_models, family):
+    """No prompt is cut to fit the context (its generation prompt would go): one too long is an error naming it."""
+    from aligntrain.stages.evaluation import check_prompt_lengths
+
+    _, tokenizer = _standin(standin_models, family, chat_template=True)
+    _, length = STANDIN_PROMPTS[family]
+    rows = with_chat_template([{"id": "arith-1", "prompt": "Q: 1+2=?"}], tokenizer)
+    check_prompt_lengths(rows, tokenizer, context=length + 6, max_new_tokens=6)
+    with pytest.raises(ValueError, match=rf"row 'arith-1': its prompt is {length} tokens, .* leaves {length - 1}$"):
+        check_prompt_lengths(rows, tokenizer, context=length + 5, max_new_tokens=6)
+
+
+@pytest.mark.parametrize("family", ["mistral", "llama"])
+def test_sft_truncation_keeps_the_rendered_prompt_whole_and_cuts_the_completions_end(standin_models, family, tmp_path):
+    """TRL keeps a sequence's start: the prompt up to its generation prompt stays; the completion and EOS are cut."""
+    from datasets import Dataset
+
+    from aligntrain.training.sft import StrategySFTTrainer, _sft_config
+
+    model, tokenizer = _standin(standin_models, family, chat_template=True)
+    prompt, length = STANDIN_PROMPTS[family]
+    completion = " 3 #### 3"
+
+    def prepared(max_length: int) -> dict:
+        args = _sft_config(
+            OptimConfig(steps=1, batch_size=1), tmp_path / str(max_length), max_length=max_length, seed=0,
+            completion_only=True, eval_steps=None,
+        )  # fmt: skip
+        rows = Dataset.from_dict({"prompt": [prompt], "completion": [completion]})
+        trainer = StrategySFTTrainer(
+            model=model, args=args, train_dataset=rows, processing_class=tokenizer, objective=CrossEntropy()
+        )
+        [row] = trainer.train_dataset
+        return row
+
+    whole = prepared(128)
+    assert whole["input_ids"] == tokenizer(prompt + completion + tokenizer.eos_token)["input_ids"]
+    assert tokenizer.convert_ids_to_tokens(whole["input_ids"][-1]) == {"mistral": "</s>", "llama": "<|eot_id|>"}[family]
+    cut = prepared(length + 3)
+    assert cut["input_ids"] == whole["input_ids"][: length + 3]
+    assert tokenizer.decode(cut["input_ids"][:length]) == tokenizer.bos_token + prompt, "the prompt is whole"
+    assert tokenizer.decode(cut["input_ids"][length:]) == " 3 "
+    assert cut["labels"] == [-100] * length + cut["input_ids"][length:], "the loss is on the completion's start only"
 
 
 # --------------------------------------------------------------------------- pickled weights, read weights-only

@@ -33,24 +33,170 @@ def test_overlay_merges_mappings_and_replaces_everything_else():
     assert base == {"a": {"b": 1, "c": [1, 2]}, "d": 4, "e": {"f": {"g": 1}}}, "the base is not modified"
 
 
-@pytest.mark.parametrize(("family", "model_type", "model_class"), [
-    ("mistral", "mistral", "MistralForCausalLM"),  # Mistral-7B-Instruct-v0.2
-    ("llama", "llama", "LlamaForCausalLM"),  # Llama-3 8B, Llama-3.2-1B-Instruct
-    ("gpt2", "gpt2", "GPT2LMHeadModel"),  # ProtGPT2
+#: one user turn "2+2?" with the generation prompt, as each hub family's template renders it (written out by hand)
+MISTRAL_PROMPT = "<s>[INST] 2+2? [/INST]"
+LLAMA3_PROMPT = (
+    "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n2+2?<|eot_id|>"
+    "<|start_header_id|>assistant<|end_header_id|>\n\n"
+)
+LLAMA3_SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
+
+
+def _tokenizer(standins, name):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(standins[name])
+
+
+@pytest.mark.parametrize(("family", "model_type", "model_class", "prompt"), [
+    ("mistral", "mistral", "MistralForCausalLM", MISTRAL_PROMPT),  # Mistral-7B-Instruct-v0.2
+    ("llama", "llama", "LlamaForCausalLM", LLAMA3_PROMPT),  # Llama-3 8B, Llama-3.2-1B-Instruct
+    ("gpt2", "gpt2", "GPT2LMHeadModel", "[user] 2+2?\n[assistant] "),  # ProtGPT2 (no template of its own)
 ])  # fmt: skip
-def test_stand_in_models_are_of_the_hub_models_families(standins, family, model_type, model_class):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def test_stand_in_models_are_of_the_hub_models_families(standins, family, model_type, model_class, prompt):
+    from transformers import AutoModelForCausalLM
 
     config = json.loads((standins[family] / "config.json").read_text())
     assert config["model_type"] == model_type and config["architectures"] == [model_class]
     model = AutoModelForCausalLM.from_pretrained(standins[family])
     assert type(model).__name__ == model_class
-    tokenizer = AutoTokenizer.from_pretrained(standins[family])
+    tokenizer = _tokenizer(standins, family)
+    assert (model.config.bos_token_id, model.config.eos_token_id) == (tokenizer.bos_token_id, tokenizer.eos_token_id)
     chat = tokenizer.apply_chat_template(
         [{"role": "user", "content": "2+2?"}], tokenize=False, add_generation_prompt=True
     )
-    assert chat == "[user] 2+2?\n[assistant] "
+    assert chat == prompt
     assert set(FAMILIES) == {"mistral", "llama", "gpt2"}
+
+
+def test_the_mistral_stand_in_renders_conversations_as_mistral_instruct_v02():
+    """[INST] turns after one <s>, each reply closed by </s>; no generation prompt; no system turn; turns alternate."""
+    from jinja2.exceptions import TemplateError
+
+    from aligntrain.standins import chat_tokenizer
+
+    tokenizer = chat_tokenizer("mistral", ["2+2? 4 and 3*3 9"])
+    turns = [
+        {"role": "user", "content": "2+2?"},
+        {"role": "assistant", "content": "4"},
+        {"role": "user", "content": "and 3*3?"},
+    ]
+    chat = tokenizer.apply_chat_template(turns, tokenize=False)
+    assert chat == "<s>[INST] 2+2? [/INST]4</s>[INST] and 3*3? [/INST]"
+    assert tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True) == chat
+    with pytest.raises(TemplateError, match="no system turn"):
+        tokenizer.apply_chat_template([{"role": "system", "content": "Be brief."}, *turns], tokenize=False)
+    for bad in (turns[:1] * 2, turns[1:]):  # two user turns in a row; an assistant turn first
+        with pytest.raises(TemplateError, match="must alternate"):
+            tokenizer.apply_chat_template(bad, tokenize=False)
+
+
+def test_the_llama_stand_ins_render_conversations_as_llama3():
+    """Header turns closed by <|eot_id|>, contents stripped, any role; the generation prompt is the assistant header."""
+    from aligntrain.standins import chat_tokenizer
+
+    tokenizer = chat_tokenizer("llama", ["Be brief. 2+2? 4"])
+    turns = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "2+2?"},
+        {"role": "assistant", "content": " 4\n"},
+    ]
+    assert tokenizer.apply_chat_template(turns, tokenize=False) == (
+        "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+        "<|start_header_id|>user<|end_header_id|>\n\n2+2?<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n4<|eot_id|>"
+    )
+    assert tokenizer.apply_chat_template(turns[1:2], tokenize=False, add_generation_prompt=True) == LLAMA3_PROMPT
+    assert tokenizer.apply_chat_template(turns[1:2], tokenize=False) == LLAMA3_PROMPT.removesuffix(
+        "<|start_header_id|>assistant<|end_header_id|>\n\n"
+    )
+
+
+@pytest.mark.parametrize("name", ["llama", "reward"])
+def test_llama3_special_tokens_are_single_special_tokens(standins, name):
+    """Each Llama 3 special token is one id, kept whole inside text, and flagged special (dropped by skip_special_tokens)."""
+    tokenizer = _tokenizer(standins, name)
+    assert (tokenizer.bos_token, tokenizer.eos_token) == ("<|begin_of_text|>", "<|eot_id|>")
+    ids = {token: tokenizer.convert_tokens_to_ids(token) for token in LLAMA3_SPECIALS}
+    assert len(set(ids.values())) == 5 and tokenizer.unk_token_id not in ids.values()
+    for token, token_id in ids.items():
+        assert tokenizer(token, add_special_tokens=False)["input_ids"] == [token_id]
+        assert token in tokenizer.all_special_tokens
+    encoded = tokenizer(LLAMA3_PROMPT, add_special_tokens=False)["input_ids"]
+    assert tokenizer.convert_ids_to_tokens(encoded) == [
+        "<|begin_of_text|>", "<|start_header_id|>", "u", "s", "e", "r", "<|end_header_id|>", "\n", "\n",
+        "2", "+", "2", "?", "<|eot_id|>",
+        "<|start_header_id|>", "a", "s", "s", "i", "s", "t", "a", "n", "t", "<|end_header_id|>", "\n", "\n",
+    ]  # fmt: skip
+    assert tokenizer.decode(encoded, skip_special_tokens=True) == "user\n\n2+2?assistant\n\n"
+
+
+def test_mistral_special_tokens_are_single_tokens_and_inst_is_text(standins):
+    """<s> and </s> are one id each; [INST] and [/INST] are plain text, as in v0.2's tokenizer."""
+    tokenizer = _tokenizer(standins, "mistral")
+    assert (tokenizer.bos_token, tokenizer.eos_token, tokenizer.unk_token) == ("<s>", "</s>", "<unk>")
+    for token in ("<s>", "</s>"):
+        assert tokenizer(token, add_special_tokens=False)["input_ids"] == [tokenizer.convert_tokens_to_ids(token)]
+    encoded = tokenizer(MISTRAL_PROMPT + "4</s>", add_special_tokens=False)["input_ids"]
+    assert tokenizer.convert_ids_to_tokens(encoded) == [
+        "<s>", "[", "I", "N", "S", "T", "]", " ", "2", "+", "2", "?", " ", "[", "/", "I", "N", "S", "T", "]", "4", "</s>",
+    ]  # fmt: skip
+    assert tokenizer.unk_token_id not in encoded
+
+
+def _reward_reference(folder, ids: list[int]) -> float:
+    """The stand-in classifier's own logit for one unpadded sequence (no pad token in it: its last position)."""
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    with torch.no_grad():
+        return float(model(input_ids=torch.tensor([ids])).logits[0, 0])
+
+
+def test_the_reward_stand_in_reads_pairs_in_the_llama3_form_and_scores_them_at_the_eot_token(standins):
+    """RewardModel renders (prompt, reply) with the Llama 3 template: the text ends with the reply and <|eot_id|>,
+    whose position holds each pair's score, in a padded batch as alone."""
+    from aligntrain.rewards import RewardModel, RewardModelConfig
+
+    scorer = RewardModel(RewardModelConfig(model=str(standins["reward"]), dtype="float32", batch_size=3))
+    assert scorer.render("2+2?", " 4\n") == (
+        "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n2+2?<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n4<|eot_id|>"
+    )
+    _, tokenizer = scorer._model()
+    prompts = ["Q: 1+2=?\nA:", "Q: 12*3-4=?\nA:", "Q: 7=?\nA:"]
+    replies = ["3 #### 3", "36-4=32 #### 32", "7"]
+    scores = scorer.score(prompts, replies)
+    for prompt, reply, score in zip(prompts, replies, scores, strict=True):
+        text = scorer.render(prompt, reply)
+        assert text.endswith(f"<|start_header_id|>assistant<|end_header_id|>\n\n{reply}<|eot_id|>")
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        assert ids[0] == tokenizer.bos_token_id and tokenizer.bos_token_id not in ids[1:], "one BOS, the template's"
+        assert ids[-1] == tokenizer.convert_tokens_to_ids("<|eot_id|>") == tokenizer.eos_token_id
+        assert score == pytest.approx(_reward_reference(standins["reward"], ids), abs=1e-5)
+    assert len({round(s, 6) for s in scores}) == 3 and scorer.unscorable == 0
+
+
+def test_reward_truncation_drops_the_pairs_start_and_keeps_the_reply_header_and_eot(standins):
+    """A pair over max_length loses its beginning (left truncation): the assistant header, the reply and <|eot_id|>
+    are scored; the score is that of those last max_length tokens alone."""
+    from aligntrain.rewards import RewardModel, RewardModelConfig
+
+    scorer = RewardModel(RewardModelConfig(model=str(standins["reward"]), dtype="float32", max_length=24))
+    _, tokenizer = scorer._model()
+    prompt, reply = "Q: 12*3-4+5*6-7=?\nA:", "3 #### 3"
+    full = tokenizer(scorer.render(prompt, reply), add_special_tokens=False)["input_ids"]
+    assert len(full) > 24
+    kept = tokenizer(scorer.render(prompt, reply), add_special_tokens=False, truncation=True, max_length=24)
+    assert tokenizer.convert_ids_to_tokens(kept["input_ids"]) == [
+        ":", "<|eot_id|>", "<|start_header_id|>", "a", "s", "s", "i", "s", "t", "a", "n", "t", "<|end_header_id|>",
+        "\n", "\n", "3", " ", "#", "#", "#", "#", " ", "3", "<|eot_id|>",
+    ]  # fmt: skip
+    assert kept["input_ids"] == full[-24:]
+    [score] = scorer.score([prompt], [reply])
+    assert score == pytest.approx(_reward_reference(standins["reward"], full[-24:]), abs=1e-5)
+    assert score != pytest.approx(_reward_reference(standins["reward"], full), abs=1e-5)
 
 
 def test_stand_in_data_has_the_hub_schemas_and_no_unknown_characters(standins):
