@@ -178,10 +178,9 @@ def _train_logged(params: Params, variant: str | None) -> dict:
 # Library code each kind of stage runs: a change there re-runs the stage.
 _TRAINING_CODE = ("aligntrain/models", "aligntrain/training", "aligntrain/stages/training.py")
 _DIAGNOSTICS_CODE = ("aligntrain/diagnostics", "aligntrain/stages/diagnostics.py")
-# What grades a completion: the problems, their verifiers, reward models and the sandbox that runs programs.
+# What grades a completion: the problems, the grader, reward models and the sandbox that runs programs.
 _GRADING_CODE = (
     "aligntrain/problems",
-    "aligntrain/verify.py",
     "aligntrain/grading",
     "aligntrain/rewards.py",
     "aligntrain/sandbox",

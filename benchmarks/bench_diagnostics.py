@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from aligntrain.diagnostics.forced_vote import pool_efficiencies
 from aligntrain.diagnostics.oracle_gradient import last_block_scores
+from aligntrain.diagnostics.pool_efficiency import pool_efficiencies
 from aligntrain.models import build_char_tokenizer, build_tiny_llama
 
 torch.set_num_threads(1)

@@ -6,7 +6,7 @@ run in our process or our ``.venv``. This script therefore runs it in a
 subprocess with a throwaway virtual environment (``--venv``, default
 /tmp/mv-venv, created with ``python -m venv`` and ``pip install
 "math-verify[antlr4_13_2]"`` when missing), sends it the table as JSON and
-reads its verdicts back. Our grader (``aligntrain.verify.grade``, scope
+reads its verdicts back. Our grader (``aligntrain.grading.grade``, scope
 "math") runs here. ``--old-verify PATH`` adds a third grader: a verify.py
 loaded from PATH (e.g. the committed version before the MATH kinds, written by
 ``git show <commit>:aligntrain/verify.py > /tmp/old_verify.py``), graded with

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from aligntrain.grading import is_correct
 from aligntrain.problems import PROBLEMS, Problem, arith, get_problem
 from aligntrain.problems.arith import (
     ALPHABET,
@@ -35,7 +36,6 @@ from aligntrain.problems.arith import (
     validate_row,
     worked_completion,
 )
-from aligntrain.verify import is_correct
 
 # level -> (operand ranges by position, operators, factor range right of "*", max "*")
 HAND_LEVEL_TABLE = {

@@ -19,17 +19,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aligntrain.diagnostics.forced_vote import (
-    class_distribution,
+from aligntrain.diagnostics.diagonal import (
     diagonal_efficiency,
-    forced_vote_sensitivities,
-    monte_carlo_sensitivities,
-    pool_efficiencies,
     proportional_decay_derivative,
-    reward_distribution,
-    strategy_value,
     training_weight_comparison,
 )
+from aligntrain.diagnostics.forced_vote import (
+    class_distribution,
+    forced_vote_sensitivities,
+    monte_carlo_sensitivities,
+    reward_distribution,
+    strategy_value,
+)
+from aligntrain.diagnostics.pool_efficiency import pool_efficiencies
 from aligntrain.estimators import maj_at_k
 
 F = Fraction

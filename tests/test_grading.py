@@ -1,4 +1,4 @@
-"""Answer extraction and equivalence on untrusted completions (aligntrain.verify).
+"""Answer extraction and equivalence on untrusted completions (aligntrain.grading).
 
 References are independent of the parser under test: hand-computed classes,
 ``fractions.Fraction`` values built alongside generated expressions, Python's
@@ -28,10 +28,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aligntrain import verify
-from aligntrain.grading import parser as grading_parser
-from aligntrain.grading import scalar
-from aligntrain.verify import (
+from aligntrain import grading
+from aligntrain.grading import (
     ANSWER_MARKER,
     MAX_ANSWER_CHARS,
     MAX_EXPANDED_TERMS,
@@ -45,7 +43,9 @@ from aligntrain.verify import (
     extract_answer,
     grade,
     is_correct,
+    scalar,
 )
+from aligntrain.grading import parser as grading_parser
 
 # ---------------------------------------------------------------------------
 # Equivalence classes
@@ -817,7 +817,7 @@ def test_classes_do_not_depend_on_the_process():
         "\\frac{\\pi^2+3}{(\\pi+1)(\\pi+2)}".replace(")(", ")*("),
         "\\sqrt[3]{16}+\\sqrt[5]{96}-\\frac{1}{\\sqrt{6}}",
     ]
-    script = "import sys\nfrom aligntrain.verify import canonical_answer as c\nprint([c(t) for t in sys.argv[1:]])"
+    script = "import sys\nfrom aligntrain.grading import canonical_answer as c\nprint([c(t) for t in sys.argv[1:]])"
     environment = {**os.environ, "PYTHONHASHSEED": "12345"}
     result = subprocess.run(
         [sys.executable, "-c", script, *texts], capture_output=True, text=True, env=environment, check=True, timeout=60
@@ -1013,8 +1013,8 @@ def test_malformed_math_answers_have_no_class(text):
 
 
 def test_math_bounds_are_exact():
-    assert canonical_answer(", ".join(str(k) for k in range(verify.MAX_ITEMS)), scope="math") is not None
-    assert canonical_answer(", ".join(str(k) for k in range(verify.MAX_ITEMS + 1)), scope="math") is None
+    assert canonical_answer(", ".join(str(k) for k in range(grading.MAX_ITEMS)), scope="math") is not None
+    assert canonical_answer(", ".join(str(k) for k in range(grading.MAX_ITEMS + 1)), scope="math") is None
     union = " \\cup ".join(f"({2 * k},{2 * k + 1})" for k in range(grading_parser.MAX_INTERVALS))
     assert canonical_answer(union, scope="math").startswith("Union(")
     assert canonical_answer(union + " \\cup (100, 101)", scope="math") is None
@@ -1105,7 +1105,7 @@ def test_math_classes_do_not_depend_on_the_process():
         "x+y=1",
     ]
     script = (
-        "import sys\nfrom aligntrain.verify import canonical_answer as c\n"
+        "import sys\nfrom aligntrain.grading import canonical_answer as c\n"
         "print([c(t, scope='math') for t in sys.argv[1:]])"
     )
     environment = {**os.environ, "PYTHONHASHSEED": "54321"}

@@ -14,9 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aligntrain.grading import functions
+from aligntrain.grading import MAX_NUMBER_DIGITS, MAX_RADICALS, canonical_answer, functions, grade
 from aligntrain.grading.parser import MAX_LOGARITHMS
-from aligntrain.verify import MAX_NUMBER_DIGITS, MAX_RADICALS, canonical_answer, grade
 
 
 def _math(text: str) -> str | None:

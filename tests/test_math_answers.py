@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from aligntrain.verify import canonical_answer, extract_answer, grade
+from aligntrain.grading import canonical_answer, extract_answer, grade
 
-# [choice] A generous deadline: the table checks the classes, not the time (tests/test_verify.py
+# [choice] A generous deadline: the table checks the classes, not the time (tests/test_grading.py
 # bounds the time), and a first sympy call on a loaded machine can pass the default 0.5 s.
 TIMEOUT_S = 30.0
 

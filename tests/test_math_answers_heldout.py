@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from aligntrain.verify import canonical_answer
+from aligntrain.grading import canonical_answer
 
 TABLE = Path(__file__).parent / "data" / "math_answers_heldout.csv"
 COLUMNS = ["gold", "candidate", "equivalent", "kind", "note"]

@@ -1,4 +1,4 @@
-"""Forced-vote sensitivities and the efficiency of the diagonal approximation (docs/math.md §4).
+"""Forced-vote sensitivities: the partial derivatives of a strategy's value (docs/math.md §4).
 
 A strategy draws N iid outcomes from a finite distribution p (answer classes, or reward
 values) and scores them; its value P(p) = Σ_counts multinomial(N; counts) Π p_j^{n_j}
@@ -7,18 +7,10 @@ its partial derivatives — taken on that polynomial, i.e. extended off the simp
 
     a_j = ∂P/∂p_j = N · E[value | one of the N draws is forced to j]   (forced-vote identity).
 
-Under proportional decay (CAT App. A.8–A.9: raising p_t takes mass from every rival in
-proportion to its probability) the exact derivative along the target t is
-
-    D = a_t − C,   C = Σ_{j≠t} p_j a_j / (1 − p_t)        (CAT eq. 32, corrected in docs/math.md §4),
-
-and the informative efficiency of the diagonal term is D/a_t; CAT saved a_t/(a_t + C)
-for its Figure 9 (``paper_ratio`` here, in [½, 1] by construction for plurality vote).
-Only D is intrinsic: a_t and C depend on how P is extended off the simplex (for pass@N the
-forced-vote extension gives D/a_t = (1 − p_t)^{N−1}, while CAT Theorem 4 calls pass@N exact
-by treating P as a function of p_t alone). Euler's identity for homogeneous polynomials,
-Σ_j p_j a_j = N·P, gives D = (a_t − N·P)/(1 − p_t), the oracle advantage of docs/math.md §4 over
-1 − p_t; the tests use it as a cross-check.
+``diagonal.py`` compares the diagonal term a_t with D, the exact derivative along the
+target under proportional decay (D/a_t, the diagonal-approximation efficiency of CAT
+Figure 9; ``training_weight_comparison``: the training weights against D), and
+``pool_efficiency.py`` computes D/a_t for every prompt of a stored pool.
 
 Strategies (``STRATEGIES``):
 - ``pass``: outcome j has a correct flag; the N draws win iff one is correct.
@@ -45,9 +37,15 @@ Strategies (``STRATEGIES``):
   CAT's N·q^{N−1} (``cat_best_of_n_rl_weight``), q = mass strictly below r_t.
 
 Methods: ``exact`` — closed forms for pass, best_of_n and best_of_n_selection (O(m) or
-O(N²)); a dynamic programme for majority, either tie convention (``_majority_exact``);
+O(N²)); a dynamic programme for majority, either tie convention (``majority_dp.py``);
 ``monte_carlo`` — CAT's 5000 draws with seed 42 (``monte_carlo_sensitivities``); ``auto``
 — exact, except majority with N > ``AUTO_EXACT_MAJORITY_MAX_BUDGET``.
+
+Outcome distributions come as probabilities, or from a prompt's samples
+(``class_distribution``, ``reward_distribution``). The validated outcomes
+(``_Outcomes``), the strategy registry and its helpers (``_prepared``,
+``_sensitivities``, ``_check_*``) are shared with ``diagonal.py`` and
+``pool_efficiency.py``.
 """
 
 from __future__ import annotations
@@ -55,49 +53,32 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Literal
 
 import numpy as np
 import pandas as pd
-import torch
 from numpy.typing import ArrayLike
 from scipy.special import gammaln, xlogy
 
-from aligntrain.losses import (
-    as_tensor,
-    cat_best_of_n_rl_weight,
-    cat_majority_rl_weight,
-    cat_pass_at_n_rl_weight,
-    majority_loss,
-    majority_weight,
-    pass_at_n_loss,
-    pass_at_n_weight,
-)
-from aligntrain.validation import check_finite_vector, check_int, check_int_sequence
+from aligntrain.diagnostics.majority_dp import majority_exact
+from aligntrain.validation import check_finite_vector, check_int
 
 __all__ = [
     "AUTO_EXACT_MAJORITY_MAX_BUDGET",
     "DEFAULT_NUM_DRAWS",
     "DEFAULT_SEED",
-    "DiagonalEfficiency",
     "EmpiricalDistribution",
     "MonteCarloSensitivities",
-    "POOL_STRATEGIES",
     "STRATEGIES",
     "TIES",
     "Ties",
-    "WeightComparison",
     "class_distribution",
-    "diagonal_efficiency",
     "forced_vote_sensitivities",
     "monte_carlo_sensitivities",
-    "pool_efficiencies",
-    "proportional_decay_derivative",
     "reward_distribution",
     "strategy_value",
-    "training_weight_comparison",
 ]
+
 
 #: CAT App. A.11: the off-diagonal sensitivities by Monte Carlo, 5000 draws, seed 42.
 DEFAULT_NUM_DRAWS = 5000
@@ -108,9 +89,6 @@ DEFAULT_SEED = 42
 #: N = 64 with 10 distinct rivals 0.06 s, with 64 0.6 s; N = 128 0.25 s and 2 s; N = 256
 #: 2 s with 10. The other strategies are closed forms, always exact.
 AUTO_EXACT_MAJORITY_MAX_BUDGET = 128
-
-#: The exact majority DP counts in float64 with binomial coefficients C(n, m) <= 2^n.
-_MAJORITY_EXACT_MAX_BUDGET = 1000
 
 _PROBABILITY_SUM_TOLERANCE = 1e-9
 
@@ -248,170 +226,9 @@ def _prepare_majority(o: _Outcomes) -> _Outcomes:
     return o.replace(votable=votable)
 
 
-@lru_cache(maxsize=64)
-def _binomial_table(size: int) -> np.ndarray:
-    """C[n, m] = C(n, m) for 0 <= m <= n < size, else 0 (float64 of exact integers)."""
-    table = np.zeros((size, size))
-    for n in range(size):
-        table[n, : n + 1] = [math.comb(n, m) for m in range(n + 1)]
-    table.flags.writeable = False
-    return table
-
-
-@dataclass(frozen=True)
-class _CountMass:
-    """masses[..., n] (n < length): the total mass of the ways n draws fall on a set of classes,
-    Σ multinomial(n; counts) Π p^count over the allowed count vectors. Entries from
-    ``support`` on are zero, which makes products with one rival's factor cheap."""
-
-    masses: np.ndarray
-    support: int
-
-
-def _combine(a: _CountMass, b: _CountMass) -> _CountMass:
-    """The count masses of two disjoint sets of classes: c[n] = Σ_j C(n, j) b[j] a[n − j].
-
-    A loop over the shorter support: the terms are positive, so float64 keeps its
-    relative precision (no FFT, no division).
-    """
-    if b.support > a.support:
-        a, b = b, a
-    length = a.masses.shape[-1]
-    table = _binomial_table(length)
-    out = a.masses * b.masses[..., :1]
-    for j in range(1, b.support):
-        out[..., j:] += (b.masses[..., j : j + 1] * table[j:, j]) * a.masses[..., : length - j]
-    return _CountMass(out, min(length, a.support + b.support - 1))
-
-
-def _coefficient_at(a: _CountMass, b: _CountMass, degree: int) -> np.ndarray:
-    """Entry ``degree`` of ``_combine(a, b)`` alone."""
-    row = _binomial_table(degree + 1)[degree]
-    return np.sum(row * a.masses[..., : degree + 1] * b.masses[..., degree::-1], axis=-1)
-
-
-def _identity(shape: tuple[int, int]) -> _CountMass:
-    masses = np.zeros(shape)
-    masses[..., 0] = 1.0  # no draws, mass 1
-    return _CountMass(masses, 1)
-
-
-def _power(factor: _CountMass, exponent: int) -> _CountMass:
-    result = _identity(factor.masses.shape)
-    while exponent:
-        if exponent & 1:
-            result = _combine(result, factor)
-        exponent >>= 1
-        if exponent:
-            factor = _combine(factor, factor)
-    return result
-
-
-@lru_cache(maxsize=256)
-def _tie_quadrature(max_ties: int) -> tuple[np.ndarray, np.ndarray]:
-    """Gauss–Legendre nodes/weights on [0, 1] exact for polynomials of degree <= max_ties.
-
-    The tie weight 1/(1+τ) = ∫₀¹ z^τ dz: marking each rival tied with the gold class by a
-    factor z turns the tie bookkeeping into a polynomial in z, integrated exactly here.
-    """
-    nodes, weights = np.polynomial.legendre.leggauss(max_ties // 2 + 1)
-    return (nodes + 1.0) / 2.0, weights / 2.0
-
-
-#: The strict convention has no tie to mark: one "node" z = 1 of weight 1 leaves the
-#: rival factors plain truncated powers and the quadrature a plain sum.
-_NO_TIE_QUADRATURE = (np.ones(1), np.ones(1))
-
-
-def _rival_factor(prob: float, cap: int, nodes: np.ndarray, length: int) -> _CountMass:
-    """One rival taking n draws (n < length) and ending with at most ``cap`` votes: mass p^n
-    below the cap, z·p^cap at the cap (a tie, one row per node z; z = 1 under the strict
-    convention, whose cap is one below the gold count), none above."""
-    support = min(cap + 1, length)
-    masses = np.zeros((nodes.size, length))
-    masses[:, :support] = np.power(prob, np.arange(support))
-    if cap < length:
-        masses[:, cap] *= nodes
-    return _CountMass(masses, support)
-
-
 def _majority_exact(o: _Outcomes, n: int) -> tuple[float, np.ndarray]:
-    """Exact P and a_j for plurality vote by a DP over the gold class's final vote count t.
-
-    For each t, the non-gold draws are spread over the unvotable mass u (any count) and
-    the rivals, each capped at c_t votes: c_t = t under the uniform convention (a tie at t
-    marked by z, ``_tie_quadrature``: 1/(1+τ) = ∫₀¹ z^τ dz), c_t = t − 1 under the strict
-    one (a tie loses, nothing to mark: z ≡ 1). Their joint count masses combine by
-    binomial convolution (``_combine``). With R_t = U ⊛ Π_rivals g_{r,c_t} (g_{r,c}: rival
-    r capped at c votes),
-      P   = Σ_t C(N, t) p_g^t ∫ R_t[N − t] dz,
-      a_g = N Σ_t C(N−1, t−1) p_g^{t−1} ∫ R_t[N − t] dz         (the forced vote is gold's),
-      a_u = N Σ_t C(N−1, t) p_g^t ∫ R_t[N − 1 − t] dz          (a forced unvotable vote changes nothing),
-      a_r = N Σ_t C(N−1, t) p_g^t ∫ (R_t / g_{r,c_t} ⊛ g_{r,c_t−1})[N − 1 − t] dz
-    (a rival forced one vote may draw at most c_t − 1 more; none at all when c_t = 0, the
-    strict t = 1, where a forced rival vote already ties the gold class and a_r gets no
-    term), "/ g_{r,c_t}" meaning the product without that factor: prefix and suffix
-    products, never a division. Rivals of equal probability share one factor power. Above
-    t = N/2 no rival can reach t under either convention, R_t is the untruncated
-    (Σ_{j≠g} p_j)^{N−t} and the sums close. Everything is the multinomial polynomial
-    itself (nothing uses Σ p = 1), so the a_j are its partial derivatives.
-    Cost: O(N) levels × O(K) products of length N − t for K distinct rival probabilities.
-    """
-    if n > _MAJORITY_EXACT_MAX_BUDGET:
-        raise ValueError(f"n must be <= {_MAJORITY_EXACT_MAX_BUDGET} for the exact majority method, got {n}")
-    probs, gold = o.probs, o.target
-    is_rival = o.votable.copy()
-    is_rival[gold] = False
-    rival_probs, rival_group, group_sizes = np.unique(probs[is_rival], return_inverse=True, return_counts=True)
-    unvotable_mass = float(probs[~o.votable].sum())
-    gold_prob = float(probs[gold])
-    num_rivals = int(is_rival.sum())
-    binom = _binomial_table(n + 1)
-    strict = o.ties == "strict"
-
-    # Gold counts t > N/2: a sure win; the rest of the draws may fall anywhere.
-    others_mass = float(np.delete(probs, gold).sum())
-    sure = np.arange(n // 2 + 1, n + 1)
-    value = float(np.sum(binom[n, sure] * gold_prob**sure * others_mass ** (n - sure)))
-    a_gold = float(np.sum(binom[n - 1, sure - 1] * gold_prob ** (sure - 1) * others_mass ** (n - sure)))
-    sure = sure[sure < n]
-    a_other = float(np.sum(binom[n - 1, sure] * gold_prob**sure * others_mass ** (n - 1 - sure)))
-    a_unvotable = a_other
-    a_groups = np.full(rival_probs.size, a_other)
-
-    for t in range(1, n // 2 + 1):
-        length = n - t + 1  # the non-gold draws number at most N − t
-        cap = t - 1 if strict else t
-        nodes, weights = _NO_TIE_QUADRATURE if strict else _tie_quadrature(min(num_rivals, (n - t) // t))
-        capped = [_rival_factor(q, cap, nodes, length) for q in rival_probs]
-        rest_of_groups = [_power(g, r - 1) for g, r in zip(capped, group_sizes, strict=True)]
-        factors = [_combine(g, rest) for g, rest in zip(capped, rest_of_groups, strict=True)]
-        unvotable = np.broadcast_to(np.power(unvotable_mass, np.arange(length)), (nodes.size, length))
-        prefix = [_CountMass(unvotable, length)]  # prefix[k] = U ⊛ factors[:k]
-        for factor in factors:
-            prefix.append(_combine(prefix[-1], factor))
-        suffix = [_identity((nodes.size, length))]  # built backwards: suffix[k] = factors[k + 1:]
-        for factor in reversed(factors[1:]):
-            suffix.append(_combine(factor, suffix[-1]))
-        suffix.reverse()
-        rest = prefix[-1].masses
-
-        gold_votes = gold_prob**t
-        value += binom[n, t] * gold_votes * (weights @ rest[:, n - t])
-        a_gold += binom[n - 1, t - 1] * gold_prob ** (t - 1) * (weights @ rest[:, n - t])
-        last = n - 1 - t  # t <= N/2 < N, so last >= 0
-        a_unvotable += binom[n - 1, t] * gold_votes * (weights @ rest[:, last])
-        if cap == 0:
-            continue  # strict, t = 1: a forced rival vote ties the single gold vote, a loss
-        for k, (q, rest_of_group) in enumerate(zip(rival_probs, rest_of_groups, strict=True)):
-            forced = _combine(rest_of_group, _rival_factor(q, cap - 1, nodes, length))
-            with_forced = _combine(prefix[k], forced)
-            a_groups[k] += binom[n - 1, t] * gold_votes * (weights @ _coefficient_at(with_forced, suffix[k], last))
-
-    sensitivities = np.full(probs.size, n * a_unvotable)
-    sensitivities[gold] = n * a_gold
-    sensitivities[is_rival] = n * a_groups[rival_group]
-    return value, sensitivities
+    """Exact P and a_j for plurality vote, under the outcomes' tie convention (``majority_dp``)."""
+    return majority_exact(o.probs, o.target, o.votable, n, strict=o.ties == "strict")
 
 
 def _majority_draw_values(o: _Outcomes, counts: np.ndarray) -> np.ndarray:
@@ -673,194 +490,8 @@ def forced_vote_sensitivities(
     return _sensitivities(rule, outcomes, budget, method, num_draws, seed)[0]
 
 
-def proportional_decay_derivative(probs: ArrayLike, sensitivities: ArrayLike, target: int) -> float:
-    """D = a_t − Σ_{j≠t} p_j a_j/(1 − p_t): dP/dp_t when the rivals decay in proportion (docs/math.md §4).
-
-    Needs p_t < 1 (with p_t = 1 there is no rival mass to take from).
-    """
-    p = _check_probs(probs)
-    index = _check_target(target, p.size)
-    if index is None:
-        raise ValueError("target must be an outcome index, got None")
-    a = np.asarray(sensitivities, dtype=np.float64)
-    if a.shape != p.shape:
-        raise ValueError(f"sensitivities must have one entry per outcome ({p.size}), got shape {a.shape}")
-    rival_mass = 1.0 - p[index]
-    if rival_mass <= 0:
-        raise ValueError(f"probs[target] must be < 1 (no rival mass to decay), got {p[index]!r}")
-    rivals = np.arange(p.size) != index
-    return float(a[index] - np.dot(p[rivals], a[rivals]) / rival_mass)
-
-
-@dataclass(frozen=True)
-class DiagonalEfficiency:
-    """The diagonal term against the exact proportional-decay derivative (docs/math.md §4).
-
-    efficiency = D/a_t (NaN when a_t = 0); paper_ratio = a_t/(a_t + C), what CAT saved for
-    Figure 9; value = P = Σ_j p_j a_j/N (Euler's identity). ties: majority's tie convention
-    ("uniform" or "strict"), None for the strategies without plurality ties.
-    """
-
-    target: int
-    p_target: float
-    value: float
-    a_target: float
-    rivalry_correction: float
-    exact_derivative: float
-    efficiency: float
-    paper_ratio: float
-    method: str
-    ties: Ties | None
-
-
-def _ratio(numerator: float, denominator: float) -> float:
-    return numerator / denominator if denominator != 0 else math.nan
-
-
-def diagonal_efficiency(
-    probs: ArrayLike,
-    n: int,
-    strategy: str,
-    target: int | None = None,
-    *,
-    correct: ArrayLike | None = None,
-    rewards: ArrayLike | None = None,
-    votable: ArrayLike | None = None,
-    ties: Ties = "uniform",
-    method: str = "auto",
-    num_draws: int = DEFAULT_NUM_DRAWS,
-    seed: int | None = DEFAULT_SEED,
-) -> DiagonalEfficiency:
-    """a_t, C, D and D/a_t for one distribution (arguments as in ``forced_vote_sensitivities``).
-
-    target defaults per strategy: the only correct outcome (pass), the top-reward outcome
-    (best_of_n); majority and best_of_n_selection need it.
-    """
-    rule, outcomes, budget = _prepared(probs, n, strategy, target, correct, rewards, votable, ties)
-    if outcomes.target is None:
-        raise ValueError(f"target is required for strategy {strategy!r} with these arguments")
-    return _efficiency(rule, outcomes, budget, method, num_draws, seed)
-
-
-def _efficiency(
-    rule: _Strategy, outcomes: _Outcomes, n: int, method: str, num_draws: object, seed: int | None
-) -> DiagonalEfficiency:
-    a, ran = _sensitivities(rule, outcomes, n, method, num_draws, seed)
-    t = outcomes.target
-    derivative = proportional_decay_derivative(outcomes.probs, a, t)
-    a_target = float(a[t])
-    correction = a_target - derivative
-    return DiagonalEfficiency(
-        target=t,
-        p_target=float(outcomes.probs[t]),
-        value=float(np.dot(outcomes.probs, a) / n),
-        a_target=a_target,
-        rivalry_correction=correction,
-        exact_derivative=derivative,
-        efficiency=_ratio(derivative, a_target),
-        paper_ratio=_ratio(a_target, a_target + correction),
-        method=ran,
-        ties=_ties_shown(rule, outcomes.ties),
-    )
-
-
-def _ties_shown(rule: _Strategy, ties: Ties) -> Ties | None:
-    """The tie convention a result was computed under, None where the strategy has no plurality ties."""
-    return ties if rule is STRATEGIES["majority"] else None
-
-
 # ---------------------------------------------------------------------------
-# The training weight's derivative against the exact one
-
-
-@dataclass(frozen=True)
-class WeightComparison:
-    """What CAT trains with (a function of p_t alone) next to the exact proportional-decay values.
-
-    diagonal_derivative: dP̃/dp of the training surrogate P̃ (pass: 1 − (1−p)^N; majority:
-    B(p) = P[Bin(N, p) >= k]; best_of_n_selection: CAT's N·q^{N−1}). exact_derivative: D.
-    diagonal_weight: the SFT weight p·P̃′/P̃ (``pass_at_n_weight``, ``majority_weight``;
-    None for best-of-N, an RL weight). exact_weight: p_t·D/P, the weight the exact objective
-    −log P puts on ∇(−ℓ) under proportional decay (dP/dθ = D·p_t·∇ℓ).
-    """
-
-    p_target: float
-    diagonal_value: float | None
-    diagonal_derivative: float
-    diagonal_weight: float | None
-    exact_value: float
-    exact_derivative: float
-    exact_weight: float
-
-
-def _pass_surrogate(p: float, n: int, o: _Outcomes, threshold: int | None) -> tuple[float, float, float]:
-    value = math.exp(-float(pass_at_n_loss(torch.log(as_tensor(p, "p")), n)))
-    derivative = float(cat_pass_at_n_rl_weight(p, n, clip=math.inf))
-    return value, derivative, float(pass_at_n_weight(p, n))
-
-
-def _majority_surrogate(p: float, n: int, o: _Outcomes, threshold: int | None) -> tuple[float, float, float]:
-    if threshold is None:
-        raise ValueError("threshold (the vote count k of B(p) = P[Bin(N, p) >= k]) is required for 'majority'")
-    value = math.exp(-float(majority_loss(torch.log(as_tensor(p, "p")), n, threshold)))
-    derivative = float(cat_majority_rl_weight(p, n, threshold, clip=math.inf))
-    return value, derivative, float(majority_weight(p, n, threshold))
-
-
-def _selection_surrogate(p: float, n: int, o: _Outcomes, threshold: int | None) -> tuple[None, float, None]:
-    below = float(o.probs[o.rewards < o.rewards[o.target]].sum())
-    return None, float(cat_best_of_n_rl_weight(below, n, clip=math.inf)), None
-
-
-#: strategy -> (p_t, N, outcomes, threshold) -> (P̃(p_t), P̃′(p_t), SFT weight), from aligntrain.losses
-_SURROGATES = {"pass": _pass_surrogate, "majority": _majority_surrogate, "best_of_n_selection": _selection_surrogate}
-
-
-def training_weight_comparison(
-    probs: ArrayLike,
-    n: int,
-    strategy: str,
-    target: int | None = None,
-    *,
-    threshold: int | None = None,
-    correct: ArrayLike | None = None,
-    rewards: ArrayLike | None = None,
-    votable: ArrayLike | None = None,
-    ties: Ties = "uniform",
-) -> WeightComparison:
-    """The diagonal training rule's derivative (and SFT weight) against the exact D (and p_t·D/P).
-
-    ``threshold`` is majority's k; ``ties`` its tie convention for the exact side (the
-    surrogate B(p) = P[Bin(N, p) >= k] has no ties). Exact methods only; weights come from
-    ``aligntrain.losses`` (pass: ``pass_at_n_weight``; majority: ``majority_weight`` and
-    ``majority_loss`` for B; best_of_n_selection: ``cat_best_of_n_rl_weight``).
-    """
-    if strategy not in _SURROGATES:
-        raise ValueError(f"strategy must be one of {sorted(_SURROGATES)} for a weight comparison, got {strategy!r}")
-    rule, outcomes, budget = _prepared(probs, n, strategy, target, correct, rewards, votable, ties)
-    if outcomes.target is None:
-        raise ValueError(f"target is required for strategy {strategy!r} with these arguments")
-    if threshold is not None:
-        threshold = check_int(threshold, "threshold", minimum=1)
-        if threshold > budget:
-            raise ValueError(f"threshold must be <= n = {budget}, got {threshold}")
-    value, a = rule.exact(outcomes, budget)
-    p_t = float(outcomes.probs[outcomes.target])
-    derivative = proportional_decay_derivative(outcomes.probs, a, outcomes.target)
-    diagonal_value, diagonal_derivative, diagonal_weight = _SURROGATES[strategy](p_t, budget, outcomes, threshold)
-    return WeightComparison(
-        p_target=p_t,
-        diagonal_value=diagonal_value,
-        diagonal_derivative=diagonal_derivative,
-        diagonal_weight=diagonal_weight,
-        exact_value=float(value),
-        exact_derivative=derivative,
-        exact_weight=_ratio(p_t * derivative, float(value)),
-    )
-
-
-# ---------------------------------------------------------------------------
-# Pools
+# Outcome distributions from samples
 
 
 @dataclass(frozen=True)
@@ -915,140 +546,3 @@ def reward_distribution(rewards: ArrayLike) -> EmpiricalDistribution:
     return EmpiricalDistribution(
         tuple(distinct.tolist()), counts / counts.sum(), ones, ones.copy(), distinct, distinct.size - 1, sample_outcomes
     )
-
-
-def _gold_from_pool(group: pd.DataFrame) -> tuple[Hashable | None, str | None]:
-    rows = zip(group["answer_class"], group["correct"], strict=True)
-    classes = {label for label, ok in rows if ok and not _is_missing(label)}
-    if not classes:
-        return None, "no_correct_sample"
-    if len(classes) > 1:
-        return None, "several_correct_classes"
-    return classes.pop(), None
-
-
-def _class_outcomes(group: pd.DataFrame, gold: Hashable | None) -> tuple[EmpiricalDistribution | None, str | None]:
-    distribution = class_distribution(list(group["answer_class"]), gold)
-    return (distribution, None) if distribution.target is not None else (None, "gold_absent")
-
-
-def _reward_outcomes(group: pd.DataFrame, gold: Hashable | None) -> tuple[EmpiricalDistribution | None, str | None]:
-    return reward_distribution(group["reward"].to_numpy(dtype=np.float64)), None
-
-
-@dataclass(frozen=True)
-class _PoolOutcomes:
-    """How a strategy reads one prompt's rows: (rows, gold class) -> (distribution, or why none)."""
-
-    build: Callable[[pd.DataFrame, Hashable | None], tuple[EmpiricalDistribution | None, str | None]]
-    needs_gold: bool
-
-
-#: Majority and pass vote over answer classes (target: the gold class); best_of_n runs over
-#: reward values (target: the top reward).
-POOL_STRATEGIES: Mapping[str, _PoolOutcomes] = {
-    "pass": _PoolOutcomes(_class_outcomes, needs_gold=True),
-    "majority": _PoolOutcomes(_class_outcomes, needs_gold=True),
-    "best_of_n": _PoolOutcomes(_reward_outcomes, needs_gold=False),
-}
-
-_POOL_COLUMNS = [
-    "prompt_id",
-    "budget",
-    "strategy",
-    "num_samples",
-    "num_outcomes",
-    "p_target",
-    "value",
-    "a_target",
-    "rivalry_correction",
-    "exact_derivative",
-    "efficiency",
-    "paper_ratio",
-    "method",
-    "ties",
-    "reason",
-]
-
-
-def _prompt_distribution(
-    group: pd.DataFrame, prompt_id: Hashable, reader: _PoolOutcomes, gold_classes: Mapping | None
-) -> tuple[EmpiricalDistribution | None, str | None]:
-    gold, reason = None, None
-    if reader.needs_gold and gold_classes is not None:
-        gold, reason = gold_classes.get(prompt_id), None if prompt_id in gold_classes else "no_gold_class"
-    elif reader.needs_gold:
-        gold, reason = _gold_from_pool(group)
-    if reason is not None:
-        return None, reason
-    distribution, reason = reader.build(group, gold)
-    if distribution is not None and distribution.probs[distribution.target] >= 1.0:
-        return distribution, "no_rival_mass"
-    return distribution, reason
-
-
-def pool_efficiencies(
-    pool: pd.DataFrame,
-    budgets: Sequence[int],
-    strategy: str,
-    gold_classes: Mapping[Hashable, Hashable] | None = None,
-    *,
-    ties: Ties = "uniform",
-    method: str = "auto",
-    num_draws: int = DEFAULT_NUM_DRAWS,
-    seed: int | None = DEFAULT_SEED,
-) -> pd.DataFrame:
-    """Diagonal efficiency of every prompt of a pool at every budget: one row per prompt × budget.
-
-    Each prompt's samples form its empirical distribution (``class_distribution`` or
-    ``reward_distribution``). The gold class comes from ``gold_classes`` (prompt_id ->
-    class) or, without it, from the ``correct`` column (the one class of the correct rows).
-    Rows where the efficiency is undefined carry NaN and a ``reason`` (missing otherwise:
-    None, or NaN under pandas' string dtype):
-    ``no_gold_class`` (prompt missing from gold_classes), ``no_correct_sample``,
-    ``several_correct_classes``, ``gold_absent`` (p_t = 0), ``no_rival_mass`` (p_t = 1:
-    every sample is the target), ``zero_target_sensitivity`` (a_t = 0, efficiency NaN).
-    Every Monte Carlo call uses ``seed``. ``ties`` is majority's tie convention; every row
-    of a majority table names it in the ``ties`` column (None for the other strategies),
-    so a table read later says which convention it shows.
-    """
-    if strategy not in POOL_STRATEGIES:
-        raise ValueError(f"strategy must be one of {sorted(POOL_STRATEGIES)} for a pool, got {strategy!r}")
-    missing = {"prompt_id", "answer_class", "correct", "reward"} - set(pool.columns)
-    if missing:
-        raise ValueError(f"pool is missing columns {sorted(missing)}")
-    budgets = check_int_sequence(budgets, "budgets", minimum=1)
-    if method not in _METHODS:
-        raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
-    ties = _check_ties(ties, strategy)
-    rule, reader = STRATEGIES[strategy], POOL_STRATEGIES[strategy]
-    ties_shown = _ties_shown(rule, ties)
-
-    records = []
-    for prompt_id, group in pool.groupby("prompt_id", sort=True):
-        distribution, reason = _prompt_distribution(group, prompt_id, reader, gold_classes)
-        outcomes = None
-        if reason is None:
-            d = distribution
-            outcomes = rule.prepare(_Outcomes(d.probs, d.target, d.correct, d.rewards, d.votable, ties))
-        for budget in budgets:
-            row = dict.fromkeys(_POOL_COLUMNS, math.nan)
-            row.update(prompt_id=prompt_id, budget=budget, strategy=strategy, num_samples=len(group))
-            row.update(method=None, ties=ties_shown, reason=reason)
-            if distribution is not None:
-                row.update(num_outcomes=distribution.probs.size, p_target=distribution.probs[distribution.target])
-            if outcomes is not None:
-                result = _efficiency(rule, outcomes, budget, method, num_draws, seed)
-                row.update(
-                    value=result.value,
-                    a_target=result.a_target,
-                    rivalry_correction=result.rivalry_correction,
-                    exact_derivative=result.exact_derivative,
-                    efficiency=result.efficiency,
-                    paper_ratio=result.paper_ratio,
-                    method=result.method,
-                )
-                if result.a_target == 0:
-                    row["reason"] = "zero_target_sensitivity"
-            records.append(row)
-    return pd.DataFrame.from_records(records, columns=_POOL_COLUMNS)

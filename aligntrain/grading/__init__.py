@@ -15,8 +15,7 @@ forms), :mod:`~aligntrain.grading.equations`, :mod:`~aligntrain.grading.interval
 :mod:`~aligntrain.grading.text` (text, choices, units), and the shared
 :mod:`~aligntrain.grading.items` (the parsed item, the kinds) and
 :mod:`~aligntrain.grading.parser` (the tokenizer and the grammar, which also
-builds tuples, matrices and base-b numerals). ``aligntrain.verify``
-re-exports this module's names.
+builds tuples, matrices and base-b numerals).
 
 Answer kinds and their classes:
 
@@ -101,7 +100,7 @@ binomial and logarithm are checked against size bounds before they are computed:
 denominator have at most ``MAX_EXPANDED_TERMS`` monomials (an upper bound
 tracked while parsing; a variable is one term like pi). So every sympy call
 works on a few dozen terms with coefficients of a few hundred digits (the
-slowest inputs in tests/test_verify.py take ~0.1 s). The parser backtracks at
+slowest inputs in tests/test_grading.py take ~0.1 s). The parser backtracks at
 most once per bracket (a "(" that does not turn out to be a tuple or interval is
 re-read as a group), and tuple and interval items hold scalar expressions only,
 so the re-reading cannot nest. ``timeout_s`` is a second line of defence: a
@@ -194,7 +193,7 @@ def extract_answer(completion: str, max_chars: int = 2000) -> str | None:
 logger = logging.getLogger(__name__)
 
 #: The safety-net deadline of one answer, in seconds of the grading thread's CPU time. The bounds decide:
-#: the slowest answer they let through takes ~0.25 s here (tests/test_verify.py); 2 s leaves a margin
+#: the slowest answer they let through takes ~0.25 s here (tests/test_grading.py); 2 s leaves a margin
 #: that a loaded or slower machine does not use up, so no answer's class depends on the machine.
 DEADLINE_S = 2.0
 

@@ -25,10 +25,11 @@ from aligntrain.problems.code_contests import CodeContestsProblem
 from aligntrain.problems.competition_math import MathProblem
 from aligntrain.problems.gsm8k import Gsm8kProblem
 from aligntrain.problems.hydro import HydroProblem
+from aligntrain.problems.rewrite import RewriteProblem
 
 
 class Grade(Protocol):
-    """One graded completion (``aligntrain.verify.Verdict`` for verifiable problems)."""
+    """One graded completion (``aligntrain.grading.Verdict`` for verifiable problems)."""
 
     answer: str | None  # the extracted final answer text
     answer_class: Hashable | None  # what majority vote groups by; None = unparseable
@@ -107,6 +108,7 @@ PROBLEMS.register(Gsm8kProblem)
 PROBLEMS.register(ChatProblem)
 PROBLEMS.register(CodeProblem)
 PROBLEMS.register(CodeContestsProblem)
+PROBLEMS.register(RewriteProblem)
 
 
 def get_problem(name: str) -> Problem:

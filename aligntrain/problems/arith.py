@@ -7,7 +7,7 @@ short (a whole example is at most 53 characters, under the
 
 Text format [choice]. The prompt ends where generation starts; the completion is
 one line: the expression rewritten after each step, joined by "=", then the
-answer after ``verify.ANSWER_MARKER``, then a newline (``STOP_TEXT``, where a
+answer after ``grading.ANSWER_MARKER``, then a newline (``STOP_TEXT``, where a
 sampler stops)::
 
     prompt:     "Q: 47+83*6-29=?\\nA: "
@@ -81,15 +81,15 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from aligntrain import verify
+from aligntrain import grading
+from aligntrain.grading import ANSWER_MARKER
 from aligntrain.options import Options
-from aligntrain.problems import rows
+from aligntrain.problems import rows, splits
 from aligntrain.validation import check_choices, check_int, check_probability
-from aligntrain.verify import ANSWER_MARKER
 
 NAME = "arith"
-SPLITS = ("train", "validation", "test")
-SPLIT_FRACTIONS = {"train": 0.8, "validation": 0.1, "test": 0.1}
+SPLITS = splits.SPLITS
+SPLIT_FRACTIONS = splits.SPLIT_FRACTIONS
 STOP_TEXT = "\n"
 MAX_EXAMPLE_CHARS = 120
 ALPHABET = frozenset("0123456789+-*=?#: QA\n")
@@ -220,16 +220,8 @@ def make_row(question: str, level: int, answer_format: AnswerFormat = "worked") 
 
 
 def partition_of(question: str) -> str:
-    """The split that owns ``question``: a salted hash of the text alone, mapped
-    to [0, 1) and cut at the cumulative ``SPLIT_FRACTIONS``."""
-    digest = hashlib.blake2b(_SPLIT_SALT + question.encode("ascii"), digest_size=8).digest()
-    position = int.from_bytes(digest, "big") / 2**64
-    cumulative = 0.0
-    for split in SPLITS:
-        cumulative += SPLIT_FRACTIONS[split]
-        if position < cumulative:
-            return split
-    return SPLITS[-1]
+    """The split that owns ``question``: a salted hash of the text alone (``splits.partition_of``)."""
+    return splits.partition_of(question, _SPLIT_SALT)
 
 
 # ---------------------------------------------------------------------------
@@ -246,41 +238,27 @@ def generate_split(
     random stream, so changing one level's share leaves the others' questions.
     ``answer_format`` changes only the completions (the questions, ids and order are the same).
     """
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-    n = check_int(n, "n", minimum=0)
-    levels = check_choices(levels, "levels", LEVELS)
-    rows: list[ArithRow] = []
-    seen: set[str] = set()  # unique across levels: ranges overlap ("5+3*4" fits levels 2 and 4)
-    for index, level in enumerate(levels):
-        count = n // len(levels) + (index < n % len(levels))
-        rng = random.Random(f"{NAME}:{seed}:{split}:{level}")
-        taken = fruitless = 0
-        while taken < count:
-            question = sample_question(level, rng)
-            if question in seen or partition_of(question) != split:
-                fruitless += 1
-                if fruitless > _MAX_FRUITLESS_DRAWS:
-                    raise ValueError(
-                        f"sizes[{split!r}] asks for {count} level-{level} questions but the {split} "
-                        f"partition gave only {taken} unique ones; ask for fewer"
-                    )
-                continue
-            fruitless = 0
-            seen.add(question)
-            rows.append(make_row(question, level, answer_format))
-            taken += 1
-    random.Random(f"{NAME}:{seed}:{split}:order").shuffle(rows)
-    return rows
+    return splits.unique_rows(
+        NAME,
+        split,
+        n,
+        levels,
+        seed,
+        known_levels=LEVELS,
+        draw=sample_question,
+        text_of=str,
+        partition=partition_of,
+        row_of=lambda question, level, rng: make_row(question, level, answer_format),
+        max_fruitless=_MAX_FRUITLESS_DRAWS,
+        noun="questions",
+    )
 
 
 def generate_splits(
     sizes: Mapping[str, int], levels: Sequence[int] = LEVELS, seed: int = 0, answer_format: AnswerFormat = "worked"
 ) -> dict[str, list[ArithRow]]:
     """One ``generate_split`` per entry of ``sizes`` (e.g. {"train": 4000, "test": 500})."""
-    unknown = sorted(set(sizes) - set(SPLITS))
-    if unknown:
-        raise ValueError(f"sizes has unknown splits {unknown}; known: {SPLITS}")
+    splits.check_sizes(sizes)
     return {split: generate_split(split, n, levels, seed, answer_format) for split, n in sizes.items()}
 
 
@@ -390,22 +368,22 @@ class ArithProblem(rows.RowStore, Options):
 
     def reward(self, completion: str, row: Mapping[str, Any]) -> float:
         """1.0 if the completion's answer equals the row's gold answer, else 0.0."""
-        return 1.0 if verify.is_correct(completion, row["answer"]) else 0.0
+        return 1.0 if grading.is_correct(completion, row["answer"]) else 0.0
 
-    def grade(self, completion: str, row: Mapping[str, Any]) -> verify.Verdict:
+    def grade(self, completion: str, row: Mapping[str, Any]) -> grading.Verdict:
         """Answer text, answer class, correctness and reward of one completion."""
-        return verify.grade(completion, row["answer"])
+        return grading.grade(completion, row["answer"])
 
     def gold_class(self, row: Mapping[str, Any]) -> str:
         """The answer class of the row's gold answer."""
-        gold = verify.canonical_answer(row["answer"])
+        gold = grading.canonical_answer(row["answer"])
         if gold is None:
             raise ValueError(f"row {row.get('id')!r}: field 'answer' {row['answer']!r} is not a parseable answer")
         return gold
 
     def answer_class(self, completion: str) -> str | None:
         """The completion's canonical answer (None: no parseable answer)."""
-        return verify.canonical_answer(verify.extract_answer(completion))
+        return grading.canonical_answer(grading.extract_answer(completion))
 
     def validate_row(self, row: Mapping[str, Any]) -> None:
         validate_row(row, self.answer_format)

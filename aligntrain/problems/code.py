@@ -82,7 +82,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, PrivateAttr, StrictInt
 
 from aligntrain.options import Options, Real
-from aligntrain.problems import rows
+from aligntrain.problems import rows, splits
 from aligntrain.sandbox import SandboxPool, SandboxUnavailable, TestResult
 
 # The sandbox's own comparison rule, so that a passed test and a matching class element always agree.
@@ -92,8 +92,8 @@ from aligntrain.validation import check_choices, check_int
 logger = logging.getLogger(__name__)
 
 NAME = "code"
-SPLITS = ("train", "validation", "test")
-SPLIT_FRACTIONS = {"train": 0.8, "validation": 0.1, "test": 0.1}
+SPLITS = splits.SPLITS
+SPLIT_FRACTIONS = splits.SPLIT_FRACTIONS
 STOP_TEXT = "\n\n"
 MAX_EXAMPLE_CHARS = 120
 TESTS_PER_ROW = 5
@@ -426,16 +426,8 @@ def row_id(prompt: str, level: int) -> str:
 
 
 def partition_of(prompt: str) -> str:
-    """The split that owns ``prompt``: a salted hash of the text alone, mapped to
-    [0, 1) and cut at the cumulative ``SPLIT_FRACTIONS``."""
-    digest = hashlib.blake2b(_SPLIT_SALT + prompt.encode("ascii"), digest_size=8).digest()
-    position = int.from_bytes(digest, "big") / 2**64
-    cumulative = 0.0
-    for split in SPLITS:
-        cumulative += SPLIT_FRACTIONS[split]
-        if position < cumulative:
-            return split
-    return SPLITS[-1]
+    """The split that owns ``prompt``: a salted hash of the text alone (``splits.partition_of``)."""
+    return splits.partition_of(prompt, _SPLIT_SALT)
 
 
 # ---------------------------------------------------------------------------
@@ -449,41 +441,27 @@ def generate_split(split: str, n: int, levels: Sequence[int] = LEVELS, seed: int
     Deterministic in (split, n, levels, seed); each (split, level) has its own
     random stream, so changing one level's share leaves the others' tasks.
     """
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-    n = check_int(n, "n", minimum=0)
-    levels = check_choices(levels, "levels", LEVELS)
-    rows_: list[CodeRow] = []
-    for index, level in enumerate(levels):
-        count = n // len(levels) + (index < n % len(levels))
-        rng = random.Random(f"{NAME}:{seed}:{split}:{level}")
-        seen: set[str] = set()
-        fruitless = 0
-        while len(seen) < count:
-            family, k, example = sample_task(level, rng)
-            prompt = format_prompt(family, k, example)
-            if prompt in seen or partition_of(prompt) != split:
-                fruitless += 1
-                if fruitless > _MAX_FRUITLESS_DRAWS:
-                    raise ValueError(
-                        f"sizes[{split!r}] asks for {count} level-{level} tasks but the {split} "
-                        f"partition gave only {len(seen)} unique ones; ask for fewer"
-                    )
-                continue
-            fruitless = 0
-            seen.add(prompt)
-            rows_.append(make_row(family, k, example))
-    random.Random(f"{NAME}:{seed}:{split}:order").shuffle(rows_)
-    return rows_
+    return splits.unique_rows(
+        NAME,
+        split,
+        n,
+        levels,
+        seed,
+        known_levels=LEVELS,
+        draw=sample_task,
+        text_of=lambda task: format_prompt(*task),
+        partition=partition_of,
+        row_of=lambda task, level, rng: make_row(*task),
+        max_fruitless=_MAX_FRUITLESS_DRAWS,
+        noun="tasks",
+    )
 
 
 def generate_splits(
     sizes: Mapping[str, int], levels: Sequence[int] = LEVELS, seed: int = 0
 ) -> dict[str, list[CodeRow]]:
     """One ``generate_split`` per entry of ``sizes`` (e.g. {"train": 2000, "test": 200})."""
-    unknown = sorted(set(sizes) - set(SPLITS))
-    if unknown:
-        raise ValueError(f"sizes has unknown splits {unknown}; known: {SPLITS}")
+    splits.check_sizes(sizes)
     return {split: generate_split(split, n, levels, seed) for split, n in sizes.items()}
 
 

@@ -13,7 +13,7 @@ is the text after the last ``####``, thousands separators removed ("1,600" ->
 "1600"; the grader reads both as one class). The gold completion is the
 solution, calculator annotations stripped (``annotations: strip``, the
 default) or kept, then ``"\\n#### <answer>\\n"``: the data set's own answer line
-is already ``verify.ANSWER_MARKER``'s. Ids are ``gsm8k-L1-<hash>``. Validation
+is already ``grading.ANSWER_MARKER``'s. Ids are ``gsm8k-L1-<hash>``. Validation
 is carved from train (GSM8K has none).
 """
 
@@ -25,8 +25,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
+from aligntrain.grading import ANSWER_MARKER
 from aligntrain.problems.hub import DataRowError, Format, HubProblem, Source, make_row, text_field
-from aligntrain.verify import ANSWER_MARKER
 
 NAME = "gsm8k"
 LEVELS = (1,)

@@ -4,7 +4,7 @@ A hub problem (``math``: :mod:`aligntrain.problems.competition_math`, ``gsm8k``:
 :mod:`aligntrain.problems.gsm8k`) maps the rows of a published data set into
 the row schema every problem shares (``id, level, prompt, completion, answer``;
 :mod:`aligntrain.problems.rows`) and grades completions with
-:mod:`aligntrain.verify`, rewards 0/1. docs/data.md lists the data sets, their
+:mod:`aligntrain.grading`, rewards 0/1. docs/data.md lists the data sets, their
 schemas, pinned revisions and how to pre-fetch them.
 
 Sources [choice]: each split of the study (train, validation, test) reads one
@@ -27,7 +27,7 @@ revision and the files, with the ``hf download`` command that pre-fetches them
 (or: point ``parquet`` at local files).
 
 Rows [choice]: the prompt is ``"Q: <problem>\\nA: "`` (as ``arith``), the gold
-completion the data set's solution, a newline, ``verify.ANSWER_MARKER``, the
+completion the data set's solution, a newline, ``grading.ANSWER_MARKER``, the
 gold answer and a newline: ``"<solution>\\n#### <answer>\\n"``. Completions are
 several lines, so there is no stop text (``stop_text`` is ""): EOS ends them.
 Ids are ``<problem>-[<subject>-]L<level>-<16 hex digits>``, the hex a BLAKE2b
@@ -48,7 +48,7 @@ Checks: a row with a missing field (a missing column or a null), a wrong type
 or an unusable value (no boxed answer, an unknown level) stops the load with a
 :class:`DataRowError` naming the file, the row and the field. A row whose gold
 answer today's grader cannot parse, or whose gold completion it does not grade
-correct (e.g. longer than ``verify.extract_answer``'s 2,000 characters), is
+correct (e.g. longer than ``grading.extract_answer``'s 2,000 characters), is
 *ungradable*: dropped and counted (``ungradable: drop``, the default) or an
 error (``ungradable: error``).
 """
@@ -67,11 +67,11 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from aligntrain import verify
+from aligntrain import grading
+from aligntrain.grading import ANSWER_MARKER
 from aligntrain.options import Options, Real
 from aligntrain.problems import rows
 from aligntrain.validation import check_choices, check_int, is_int
-from aligntrain.verify import ANSWER_MARKER
 
 logger = logging.getLogger(__name__)
 
@@ -303,9 +303,9 @@ def make_row(prefix: str, level: int, question: str, solution: str, answer: str)
 
 def ungradable_reason(row: Mapping[str, Any], scope: str = "number") -> str | None:
     """Why the grader (in ``scope``) cannot grade the row's gold (None: it grades the gold completion correct)."""
-    if verify.canonical_answer(row["answer"], scope=scope) is None:
+    if grading.canonical_answer(row["answer"], scope=scope) is None:
         return f"today's grader cannot parse the gold answer {row['answer']!r}"
-    if not verify.grade(row["completion"], row["answer"], scope=scope).correct:
+    if not grading.grade(row["completion"], row["answer"], scope=scope).correct:
         return f"today's grader does not grade the gold completion ({len(row['completion'])} characters) correct"
     return None
 
@@ -478,23 +478,23 @@ class HubProblem(rows.RowStore, Options):
         return corpus_from_rows(train, n, f"{self.name}:pretrain:{seed}")
 
     def reward(self, completion: str, row: Mapping[str, Any]) -> float:
-        """1.0 if the completion's answer equals the row's gold answer (``verify``), else 0.0."""
-        return 1.0 if verify.is_correct(completion, row["answer"], scope=self.grading_scope) else 0.0
+        """1.0 if the completion's answer equals the row's gold answer (``aligntrain.grading``), else 0.0."""
+        return 1.0 if grading.is_correct(completion, row["answer"], scope=self.grading_scope) else 0.0
 
-    def grade(self, completion: str, row: Mapping[str, Any]) -> verify.Verdict:
+    def grade(self, completion: str, row: Mapping[str, Any]) -> grading.Verdict:
         """Answer text, answer class, correctness and reward of one completion."""
-        return verify.grade(completion, row["answer"], scope=self.grading_scope)
+        return grading.grade(completion, row["answer"], scope=self.grading_scope)
 
     def gold_class(self, row: Mapping[str, Any]) -> str:
         """The answer class of the row's gold answer."""
-        gold = verify.canonical_answer(row["answer"], scope=self.grading_scope)
+        gold = grading.canonical_answer(row["answer"], scope=self.grading_scope)
         if gold is None:
             raise ValueError(f"row {row.get('id')!r}: field 'answer' {row['answer']!r} is not a parseable answer")
         return gold
 
     def answer_class(self, completion: str) -> str | None:
         """The completion's canonical answer (None: no parseable answer)."""
-        return verify.canonical_answer(verify.extract_answer(completion), scope=self.grading_scope)
+        return grading.canonical_answer(grading.extract_answer(completion), scope=self.grading_scope)
 
     def validate_row(self, row: Mapping[str, Any]) -> None:
         """Raise ValueError naming the row's id and the bad field if ``row`` is malformed.
@@ -512,12 +512,12 @@ class HubProblem(rows.RowStore, Options):
         if not (row["id"].startswith(f"{self.name}-") and row["id"].endswith(expected_end)):
             raise bad("id", f"is not '{self.name}-...{expected_end}' (the level and the hash of the problem)")
         answer = row["answer"]
-        if verify.canonical_answer(answer, scope=self.grading_scope) is None:
+        if grading.canonical_answer(answer, scope=self.grading_scope) is None:
             raise bad("answer", f"{answer!r} is not an answer the grader can parse")
         if not row["completion"].endswith(f"\n{ANSWER_MARKER} {answer}\n"):
             raise bad("completion", f"does not end with the answer line '{ANSWER_MARKER} {answer}'")
-        if verify.extract_answer(row["completion"]) != answer:
-            raise bad("completion", "is not graded back to its answer (over verify.extract_answer's length limit?)")
+        if grading.extract_answer(row["completion"]) != answer:
+            raise bad("completion", "is not graded back to its answer (over grading.extract_answer's length limit?)")
 
 
 def corpus_from_rows(train: Sequence[Mapping[str, Any]], n: int, salt: str) -> list[str]:

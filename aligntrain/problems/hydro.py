@@ -113,12 +113,12 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from aligntrain.options import Options
-from aligntrain.problems import rows
+from aligntrain.problems import rows, splits
 from aligntrain.validation import check_choices, check_int, check_probability
 
 NAME = "hydro"
-SPLITS = ("train", "validation", "test")
-SPLIT_FRACTIONS = {"train": 0.8, "validation": 0.1, "test": 0.1}
+SPLITS = splits.SPLITS
+SPLIT_FRACTIONS = splits.SPLIT_FRACTIONS
 STOP_TEXT = "\n"
 ROW_FIELDS = rows.ROW_FIELDS
 
@@ -307,16 +307,8 @@ def make_row(prompt: str, level: int, sequence: str) -> HydroRow:
 
 
 def partition_of(prompt: str) -> str:
-    """The split that owns ``prompt``: a salted hash of the text alone, mapped to
-    [0, 1) and cut at the cumulative ``SPLIT_FRACTIONS``."""
-    digest = hashlib.blake2b(_SPLIT_SALT + prompt.encode("ascii"), digest_size=8).digest()
-    position = int.from_bytes(digest, "big") / 2**64
-    cumulative = 0.0
-    for split in SPLITS:
-        cumulative += SPLIT_FRACTIONS[split]
-        if position < cumulative:
-            return split
-    return SPLITS[-1]
+    """The split that owns ``prompt``: a salted hash of the text alone (``splits.partition_of``)."""
+    return splits.partition_of(prompt, _SPLIT_SALT)
 
 
 # ---------------------------------------------------------------------------
@@ -330,40 +322,27 @@ def generate_split(split: str, n: int, levels: Sequence[int] = LEVELS, seed: int
     gold sequences follow the base law. Deterministic in (split, n, levels,
     seed); each (split, level) has its own random stream.
     """
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-    n = check_int(n, "n", minimum=0)
-    levels = check_choices(levels, "levels", LEVELS)
-    rows: list[HydroRow] = []
-    for index, level in enumerate(levels):
-        count = n // len(levels) + (index < n % len(levels))
-        rng = random.Random(f"{NAME}:{seed}:{split}:{level}")
-        seen: set[str] = set()
-        fruitless = 0
-        while len(seen) < count:
-            prompt = TASKS[level].sample_prompt(rng)
-            if prompt in seen or partition_of(prompt) != split:
-                fruitless += 1
-                if fruitless > _MAX_FRUITLESS_DRAWS:
-                    raise ValueError(
-                        f"sizes[{split!r}] asks for {count} level-{level} prompts but the {split} "
-                        f"partition gave only {len(seen)} unique ones; ask for fewer"
-                    )
-                continue
-            fruitless = 0
-            seen.add(prompt)
-            rows.append(make_row(prompt, level, base_sequence(rng)))
-    random.Random(f"{NAME}:{seed}:{split}:order").shuffle(rows)
-    return rows
+    return splits.unique_rows(
+        NAME,
+        split,
+        n,
+        levels,
+        seed,
+        known_levels=LEVELS,
+        draw=lambda level, rng: TASKS[level].sample_prompt(rng),
+        text_of=str,
+        partition=partition_of,
+        row_of=lambda prompt, level, rng: make_row(prompt, level, base_sequence(rng)),
+        max_fruitless=_MAX_FRUITLESS_DRAWS,
+        noun="prompts",
+    )
 
 
 def generate_splits(
     sizes: Mapping[str, int], levels: Sequence[int] = LEVELS, seed: int = 0
 ) -> dict[str, list[HydroRow]]:
     """One ``generate_split`` per entry of ``sizes`` (e.g. {"train": 4000, "test": 200})."""
-    unknown = sorted(set(sizes) - set(SPLITS))
-    if unknown:
-        raise ValueError(f"sizes has unknown splits {unknown}; known: {SPLITS}")
+    splits.check_sizes(sizes)
     return {split: generate_split(split, n, levels, seed) for split, n in sizes.items()}
 
 

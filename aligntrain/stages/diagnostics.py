@@ -64,7 +64,8 @@ def majority_weight_comparison(
     """Per prompt and budget N: CAT's majority SFT weight (a function of p_t alone, k = ⌈ρN⌉)
     next to the exact weight p_t·D/P of the prompt's answer distribution (docs/math.md §4),
     P under the tie convention ``ties`` (``aligntrain.diagnostics.forced_vote.TIES``)."""
-    from aligntrain.diagnostics.forced_vote import class_distribution, training_weight_comparison
+    from aligntrain.diagnostics.diagonal import training_weight_comparison
+    from aligntrain.diagnostics.forced_vote import class_distribution
     from aligntrain.losses import consensus_threshold
 
     records = []
@@ -98,8 +99,8 @@ def majority_weight_comparison(
 
 def diagnose_variant(params: Params, paths: StudyPaths, variant: str, test_rows: Sequence[dict]) -> dict:
     """``diagnoses/<variant>/{efficiency,confidence[,tails]}.parquet`` and their headline numbers."""
-    from aligntrain.diagnostics.forced_vote import pool_efficiencies
     from aligntrain.diagnostics.overconfidence import greedy_confidence, reward_distribution, summarize_confidence
+    from aligntrain.diagnostics.pool_efficiency import pool_efficiencies
     from aligntrain.diagnostics.tails import pool_tail_fits, summarize_tail_fits
     from aligntrain.models import load_model_and_tokenizer, policy_rows
 
