@@ -219,6 +219,33 @@ def refill_selection(weight: Tensor, eps: float, batch_size: int) -> tuple[Tenso
 
 
 @register_objective
+class StepDCO(PassAtN):
+    """DCO_step: each proof step's loss −log(1 − (1−p_s)^{N_step}), weight F(N_step, p_s) (DCO §5.3; docs/math.md §2.8).
+
+    DCO §5.3 ("Rethinking Fine-Tuning when Scaling Test-Time Compute", arXiv:2502.07154)
+    regularises every step's confidence p_s = π(t_s | s_s) of a gold proof with DCO's
+    factor of eq. 4 at a per-step budget N_step, the branching factor the search at
+    test time explores. A step is a prompt/completion row (problem ``rewrite`` with
+    ``train_rows: steps``: the goal and the tactics applied so far → the next tactic),
+    so its ℓ is log p_s and DCO_step *is* ``pass_at_n`` on step rows with N = N_step:
+    this entry is ``PassAtN`` under its own name, with ``budget`` read as N_step and a
+    default from DCO Table 2's sweep (N_step in 1, 4, 8, 16, 32). N_step = 1 is CE
+    (F = 1). The refill (``refill_eps``, DCO App. B) drops steps with F(N_step, p_s) < ε,
+    not whole proofs. Naive DCO on a whole proof, F(N, Π_s p_s), is ``pass_at_n`` on
+    the proof rows (``train_rows: proofs``), whose ℓ is Σ_s log p_s by the chain rule.
+    Fed proof rows, this objective would be that naive form at budget N_step.
+    """
+
+    name = "dco_step"
+    budget: StrictInt = Field(
+        4,
+        ge=1,
+        description="Per-step budget N_step (DCO §5.3): the branching factor each proof step is trained for; "
+        "1 is cross-entropy. Train on step rows.",
+    )
+
+
+@register_objective
 class ApproximateDCO(ObjectiveOptions):
     """DCO_a: F(N, p̂)·(−ℓ) with p̂ the answer's probability marginalised over sampled chains of thought (DCO §5.4).
 
