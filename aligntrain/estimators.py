@@ -7,8 +7,8 @@ replacement; nothing is Monte Carlo except ``maj_at_k_monte_carlo``, the papers'
 - pass@k: unbiased estimator of Chen et al. (2021), in log space.
 - maj@k: exact plurality-vote success probability by a DP over answer classes.
 - max@k (bo@k): exact expected best of k, plus TEA's grouped protocol (TEA App. B.2).
-- Uncertainty over prompts: mean ± standard error (CAT), paired prompt bootstrap and
-  win/tie/loss counts (TEA App. B.2).
+- Uncertainty over prompts: mean ± standard error (CAT) and win/tie/loss counts (TEA App. B.2);
+  the paired bootstrap over seeds and prompts is :mod:`aligntrain.evaluation.inference`'s.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from aligntrain.validation import (
 )
 
 __all__ = [
-    "BootstrapResult",
     "WinTieLoss",
     "grouped_max_at_k",
     "maj_at_k",
@@ -40,7 +39,6 @@ __all__ = [
     "max_at_k",
     "max_at_k_curve",
     "mean_and_stderr",
-    "paired_bootstrap",
     "pass_at_k",
     "pass_at_k_curve",
     "win_tie_loss",
@@ -385,21 +383,6 @@ def grouped_max_at_k(rewards: ArrayLike, k: int) -> float:
 # Uncertainty over prompts
 
 
-#: Resampled prompt indices drawn at once by ``paired_bootstrap`` (8 MiB of int64).
-_BOOTSTRAP_BLOCK_ENTRIES = 1 << 20
-
-
-@dataclass(frozen=True)
-class BootstrapResult:
-    """Paired prompt bootstrap of mean(a − b): point estimate and percentile interval."""
-
-    mean_diff: float
-    low: float
-    high: float
-    n_resamples: int
-    confidence: float
-
-
 @dataclass(frozen=True)
 class WinTieLoss:
     """Prompt counts where a beats b, ties with it (|a − b| <= tol), or loses."""
@@ -416,42 +399,6 @@ def mean_and_stderr(scores: ArrayLike) -> tuple[float, float]:
     if values.size == 1:
         return float(values[0]), 0.0
     return float(values.mean()), float(values.std(ddof=1) / math.sqrt(values.size))
-
-
-def paired_bootstrap(
-    a: ArrayLike,
-    b: ArrayLike,
-    n_resamples: int = 1000,
-    confidence: float = 0.95,
-    seed: int = 0,
-) -> BootstrapResult:
-    """Paired prompt bootstrap (TEA App. B.2) for mean(a − b), a and b being two
-    models' per-prompt scores on the same prompts.
-
-    Each resample draws P prompts with replacement (the same prompts for both
-    models: resampling the differences); the interval is the percentile interval of
-    the resampled mean differences, ``np.quantile``'s default linear interpolation.
-    """
-    a, b = _paired_vectors(a, b)
-    n_resamples = check_int(n_resamples, "n_resamples", minimum=1)
-    check_real(confidence, "confidence", low=0, high=1, low_open=True, high_open=True)
-    differences = a - b
-    generator = np.random.default_rng(seed)
-    resampled_means = np.empty(n_resamples)
-    rows_per_block = max(1, _BOOTSTRAP_BLOCK_ENTRIES // differences.size)  # bounds memory
-    for start in range(0, n_resamples, rows_per_block):
-        rows = min(rows_per_block, n_resamples - start)
-        prompts = generator.integers(0, differences.size, size=(rows, differences.size))
-        resampled_means[start : start + rows] = differences[prompts].mean(axis=1)
-    tail = (1.0 - confidence) / 2.0
-    low, high = np.quantile(resampled_means, [tail, 1.0 - tail])
-    return BootstrapResult(
-        mean_diff=float(differences.mean()),
-        low=float(low),
-        high=float(high),
-        n_resamples=n_resamples,
-        confidence=confidence,
-    )
 
 
 def win_tie_loss(a: ArrayLike, b: ArrayLike, tol: float = 1e-8) -> WinTieLoss:

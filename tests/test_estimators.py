@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 
 from aligntrain import estimators
 from aligntrain.estimators import (
-    BootstrapResult,
     WinTieLoss,
     grouped_max_at_k,
     maj_at_k,
@@ -24,7 +23,6 @@ from aligntrain.estimators import (
     max_at_k,
     max_at_k_curve,
     mean_and_stderr,
-    paired_bootstrap,
     pass_at_k,
     pass_at_k_curve,
     win_tie_loss,
@@ -269,34 +267,6 @@ def test_mean_and_stderr():
     assert mean_and_stderr([0.7]) == (0.7, 0.0)
 
 
-def test_paired_bootstrap_covers_the_true_difference_with_the_normal_width():
-    rng = np.random.default_rng(2024)
-    prompts, true_difference = 400, 0.3
-    b = rng.normal(size=prompts)
-    a = b + true_difference + rng.normal(size=prompts)
-    result = paired_bootstrap(a, b, n_resamples=2000, seed=5)
-    assert isinstance(result, BootstrapResult)
-    assert result.n_resamples == 2000 and result.confidence == 0.95
-    assert result.mean_diff == pytest.approx(float(np.mean(a - b)), rel=1e-15)
-    assert result.low < true_difference < result.high
-    assert result.low < result.mean_diff < result.high
-    normal_width = 2 * 1.959964 * np.std(a - b, ddof=1) / math.sqrt(prompts)
-    assert result.high - result.low == pytest.approx(normal_width, rel=0.15)
-
-
-def test_paired_bootstrap_is_deterministic_given_the_seed():
-    rng = np.random.default_rng(0)
-    a, b = rng.random(50), rng.random(50)
-    assert paired_bootstrap(a, b, seed=3) == paired_bootstrap(a, b, seed=3)
-    assert paired_bootstrap(a, b, seed=3) != paired_bootstrap(a, b, seed=4)
-
-
-def test_paired_bootstrap_of_identical_scores_has_zero_width():
-    a = np.random.default_rng(1).random(30)
-    result = paired_bootstrap(a, a.copy())
-    assert (result.mean_diff, result.low, result.high) == (0.0, 0.0, 0.0)
-
-
 def test_win_tie_loss_counts():
     a = [1.0, 2.0, 3.0, 4.0 + 1e-9, 0.0, 5.0]
     b = [0.0, 2.0, 4.0, 4.0, 1.0, 5.0 - 1e-6]
@@ -340,10 +310,6 @@ def test_win_tie_loss_counts():
         (lambda: grouped_max_at_k([1.0, float("nan")], 1), "rewards must be finite"),
         (lambda: mean_and_stderr([]), "scores must be non-empty"),
         (lambda: mean_and_stderr([1.0, float("nan")]), "scores must be finite"),
-        (lambda: paired_bootstrap([1.0, 2.0], [1.0]), "a and b must have the same length"),
-        (lambda: paired_bootstrap([1.0, float("inf")], [1.0, 2.0]), "a must be finite"),
-        (lambda: paired_bootstrap([1.0], [1.0], confidence=1.5), "confidence must lie in"),
-        (lambda: paired_bootstrap([1.0], [1.0], n_resamples=0), "n_resamples must be >= 1"),
         (lambda: win_tie_loss([1.0, 2.0], [1.0]), "a and b must have the same length"),
         (lambda: win_tie_loss([1.0], [float("nan")]), "b must be finite"),
         (lambda: win_tie_loss([1.0], [1.0], tol=-1.0), "tol must be"),
@@ -360,7 +326,6 @@ def test_win_tie_loss_counts():
         (lambda: maj_at_k_monte_carlo(["a"], "a", 1, draws=True), "draws must be an integer, got True"),
         (lambda: max_at_k([1.0, 2.0], True), "k must be an integer, got True"),
         (lambda: grouped_max_at_k([1.0, 2.0], False), "k must be an integer, got False"),
-        (lambda: paired_bootstrap([1.0], [1.0], n_resamples=True), "n_resamples must be an integer, got True"),
         # Unhashable answer classes are a ValueError naming the argument, not a TypeError.
         (lambda: maj_at_k(["a", ["b"]], "a", 1), r"answers\[1\] is \['b'\]"),
         (lambda: maj_at_k(["a", ("b", [1])], "a", 1), r"answers must hold hashable answer classes"),

@@ -8,7 +8,6 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from aligntrain.estimators import paired_bootstrap
 from aligntrain.evaluation.inference import (
     holm_adjusted,
     resampled_means,
@@ -81,13 +80,18 @@ def test_interval_and_p_value_are_the_exact_distributions_within_monte_carlo_err
     assert (result.seeds, result.prompts, result.n_resamples) == (2, 3, resamples)
 
 
-def test_one_seed_is_the_paired_prompt_bootstrap():
-    rng = np.random.default_rng(2)
-    a, b = rng.uniform(size=40), rng.uniform(size=40)
-    ours = seed_prompt_bootstrap((a - b)[None, :], n_resamples=50_000, seed=5)
-    theirs = paired_bootstrap(a, b, n_resamples=50_000, seed=6)
-    assert ours.mean_diff == pytest.approx(theirs.mean_diff, abs=1e-15)
-    assert ours.low == pytest.approx(theirs.low, abs=0.01) and ours.high == pytest.approx(theirs.high, abs=0.01)
+def test_one_seed_is_the_paired_prompt_bootstrap_with_the_normal_width():
+    """With one seed the resampling is over prompts alone (TEA App. B.2): on 400 prompts the percentile
+    interval of mean(a − b) covers the true difference with the width of the normal approximation."""
+    rng = np.random.default_rng(2024)
+    prompts, true_difference = 400, 0.3
+    b = rng.normal(size=prompts)
+    a = b + true_difference + rng.normal(size=prompts)
+    result = seed_prompt_bootstrap((a - b)[None, :], n_resamples=4000, seed=5)
+    assert result.mean_diff == pytest.approx(float(np.mean(a - b)), rel=1e-14)
+    assert result.low < true_difference < result.high and result.low < result.mean_diff < result.high
+    normal_width = 2 * 1.959964 * np.std(a - b, ddof=1) / np.sqrt(prompts)
+    assert result.high - result.low == pytest.approx(normal_width, rel=0.1)
 
 
 def test_seed_spread_widens_the_interval_that_prompts_alone_would_give():
