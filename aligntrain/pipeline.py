@@ -116,9 +116,9 @@ def _per_split(params: Params, paths: StudyPaths, do: Callable[..., dict]) -> di
 
 
 def _rollouts(params: Params, paths: StudyPaths, variant: str | None, run) -> dict:
-    from aligntrain.stages import evaluation
+    from aligntrain.stages import rollouts
 
-    return _per_split(params, paths, lambda rows, split: evaluation.generate_pool(params, paths, variant, rows, split))
+    return _per_split(params, paths, lambda rows, split: rollouts.generate_pool(params, paths, variant, rows, split))
 
 
 def _evaluate(params: Params, paths: StudyPaths, variant: str | None, run) -> dict:
@@ -128,9 +128,9 @@ def _evaluate(params: Params, paths: StudyPaths, variant: str | None, run) -> di
 
 
 def _compare(params: Params, paths: StudyPaths, variant: str | None, run) -> dict:
-    from aligntrain.stages import evaluation
+    from aligntrain.stages import compare
 
-    return evaluation.compare_variants(params, paths)
+    return compare.compare_variants(params, paths)
 
 
 def _diagnose(params: Params, paths: StudyPaths, variant: str | None, run) -> dict:
@@ -256,7 +256,7 @@ STAGES: tuple[Stage, ...] = (
             "aligntrain/rollouts",
             *_GRADING_CODE,
             "aligntrain/models",
-            "aligntrain/stages/evaluation.py",
+            "aligntrain/stages/rollouts.py",
         ),
         params=("study.seed", "model", "problem", "rollouts"),
         outs=("pools/{v}.parquet", "pools/{held}/{v}.parquet"),
@@ -295,7 +295,7 @@ STAGES: tuple[Stage, ...] = (
             "metrics/per_prompt/{held}/{rep}.parquet",
             "aligntrain/evaluation",
             "aligntrain/estimators.py",
-            "aligntrain/stages/evaluation.py",
+            "aligntrain/stages/compare.py",
         ),
         params=("compare", "evaluate", "study.run"),
         uncached_outs=("reports/compare.md", "reports/compare.csv"),

@@ -169,7 +169,7 @@ def chat_study(tmp_path):
 
 def test_rollouts_render_prompts_with_the_chat_template_and_record_the_sampler(chat_study, arith_rows):
     from aligntrain.models import chat_prompt
-    from aligntrain.stages.evaluation import generate_pool
+    from aligntrain.stages.rollouts import generate_pool
 
     params, paths = chat_study
     rows = arith_rows["test"][:3]
@@ -197,7 +197,7 @@ def test_rollouts_render_prompts_with_the_chat_template_and_record_the_sampler(c
 
 
 def test_compare_says_when_pools_come_from_different_backends(caplog):
-    from aligntrain.stages.evaluation import mixed_samplers
+    from aligntrain.stages.compare import mixed_samplers
 
     hf = {"backend": "hf", "version": "transformers 5.17.0", "dtype": "bfloat16"}
     vllm = {"backend": "vllm", "version": "vllm 0.31.0", "dtype": "bfloat16"}

@@ -239,7 +239,7 @@ def test_chat_prompts_on_the_stand_ins_take_their_hub_families_forms(standin_mod
 @pytest.mark.parametrize("family", ["mistral", "llama"])
 def test_rollouts_count_the_whole_rendered_prompt_and_refuse_rather_than_truncate_it(standin_models, family):
     """No prompt is cut to fit the context (its generation prompt would go): one too long is an error naming it."""
-    from aligntrain.stages.evaluation import check_prompt_lengths
+    from aligntrain.stages.rollouts import check_prompt_lengths
 
     _, tokenizer = _standin(standin_models, family, chat_template=True)
     _, length = STANDIN_PROMPTS[family]

@@ -92,7 +92,7 @@ def test_stages_validate_the_rows_they_read(tmp_path, arith_rows, edit, says):
 
 
 def test_a_prompt_longer_than_the_context_is_named_before_sampling(tiny_model, arith_rows):
-    from aligntrain.stages.evaluation import check_prompt_lengths
+    from aligntrain.stages.rollouts import check_prompt_lengths
 
     _, tokenizer = tiny_model
     rows = [dict(arith_rows["test"][0]), dict(arith_rows["test"][1])]
