@@ -25,6 +25,7 @@ from aligntrain.problems.code_contests import CodeContestsProblem
 from aligntrain.problems.competition_math import MathProblem
 from aligntrain.problems.gsm8k import Gsm8kProblem
 from aligntrain.problems.hydro import HydroProblem
+from aligntrain.problems.lean import LeanProblem
 from aligntrain.problems.rewrite import RewriteProblem
 
 
@@ -109,6 +110,7 @@ PROBLEMS.register(ChatProblem)
 PROBLEMS.register(CodeProblem)
 PROBLEMS.register(CodeContestsProblem)
 PROBLEMS.register(RewriteProblem)
+PROBLEMS.register(LeanProblem)
 
 
 def get_problem(name: str) -> Problem:
