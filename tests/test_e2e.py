@@ -288,8 +288,10 @@ def test_a_seed_added_to_a_run_study_trains_only_its_replicates(smoke_study, tmp
     shutil.copytree(smoke_study, study, symlinks=True)
     params = yaml.safe_load((study / "params.yaml").read_text())
     params["study"]["seeds"] = [1]
-    # Only the endpoint's pair, for time: the other variants' stages are DVC's, as tested above.
+    # Only the endpoint's pair, for time: the other variants' stages are DVC's, as tested above. The
+    # oracle probes a variant of the run (it is not upstream of compare: nothing of it runs again).
     params["study"]["run"] = [params["compare"]["baseline"], params["compare"]["primary"]["variant"]]
+    params["diagnostics"]["oracle"]["variant"] = params["compare"]["baseline"]
     (study / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     _run([str(BIN / "aligntrain"), "pipeline"], cwd=study, scratch=tmp_path)
     out = _run([str(BIN / "dvc"), "repro", "compare"], cwd=study, scratch=tmp_path).stdout
