@@ -122,15 +122,11 @@ def _tokens(text: str, pattern: re.Pattern[str]) -> list[str]:
     return tokens
 
 
-class _FormulaParser:
-    """iff := implication ("↔" implication)?; implication := disjunction ("→" implication)?;
-    disjunction := conjunction ("∨" disjunction)?; conjunction := atom ("∧" conjunction)?;
-    atom := name | "(" iff ")"."""
+class _Cursor:
+    """A position in a token list, for the two recursive-descent parsers below."""
 
-    _LEVELS = ("→", "∨", "∧")
-
-    def __init__(self, tokens: list[str], variables: set[str]) -> None:
-        self.tokens, self.at, self.variables = tokens, 0, variables
+    def __init__(self, tokens: list[str]) -> None:
+        self.tokens, self.at = tokens, 0
 
     def peek(self) -> str | None:
         return self.tokens[self.at] if self.at < len(self.tokens) else None
@@ -141,6 +137,18 @@ class _FormulaParser:
             raise _Unreadable("ends too early")
         self.at += 1
         return token
+
+
+class _FormulaParser(_Cursor):
+    """iff := implication ("↔" implication)?; implication := disjunction ("→" implication)?;
+    disjunction := conjunction ("∨" disjunction)?; conjunction := atom ("∧" conjunction)?;
+    atom := name | "(" iff ")"."""
+
+    _LEVELS = ("→", "∨", "∧")
+
+    def __init__(self, tokens: list[str], variables: set[str]) -> None:
+        super().__init__(tokens)
+        self.variables = variables
 
     def iff(self, depth: int) -> Formula:
         left = self.level(0, depth)
@@ -285,22 +293,9 @@ def parse_statement(text: str) -> tuple[str, Goal]:
 # Terms
 
 
-class _TermParser:
+class _TermParser(_Cursor):
     """term := postfix+ (application); postfix := primary field*;
     primary := name | "⟨" term "," term "⟩" | "(" term ")"."""
-
-    def __init__(self, tokens: list[str]) -> None:
-        self.tokens, self.at = tokens, 0
-
-    def peek(self) -> str | None:
-        return self.tokens[self.at] if self.at < len(self.tokens) else None
-
-    def take(self) -> str:
-        token = self.peek()
-        if token is None:
-            raise _Unreadable("ends too early")
-        self.at += 1
-        return token
 
     def term(self, depth: int) -> tuple:
         parts = [self.postfix(depth)]
