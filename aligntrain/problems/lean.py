@@ -81,6 +81,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, PrivateAttr, StrictInt
 
+from aligntrain.grading import Verdict
 from aligntrain.lean.repl import LeanReplVerifier
 from aligntrain.lean.standin import StandinVerifier
 from aligntrain.lean.verifier import (
@@ -139,19 +140,6 @@ class TracedTheorem:
     @property
     def level(self) -> int:
         return min(len(self.steps), 5)
-
-
-@dataclass(frozen=True)
-class ProofGrade:
-    """One graded whole proof: ``answer``/``answer_class`` are ``"proved"`` when it proves the theorem."""
-
-    answer: str | None
-    answer_class: str | None
-    correct: bool
-
-    @property
-    def reward(self) -> float:
-        return 1.0 if self.correct else 0.0
 
 
 # ---------------------------------------------------------------------------
@@ -512,20 +500,22 @@ class LeanProblem(rows.RowStore, Options):
         """True when a step result finished the proof."""
         return _is_proved(result)
 
-    def grade(self, completion: str, row: Mapping[str, Any]) -> ProofGrade:
-        """A whole proof (one tactic per line) for a theorem row, replayed by the verifier."""
+    def grade(self, completion: str, row: Mapping[str, Any]) -> Verdict:
+        """A whole proof (one tactic per line) for a theorem row, replayed by the verifier.
+
+        The verdict's ``answer`` and ``answer_class`` are ``"proved"`` when it proves the theorem."""
         match = _ID.fullmatch(str(row.get("id")))
         if match is not None and match["step"] is not None:
             raise ValueError(
                 f"row {row['id']!r} is a step row: its tactic is checked inside a search (check_step), not graded alone"
             )
         if not isinstance(completion, str):
-            return ProofGrade(None, None, False)
+            return Verdict(None, None, False)
         tactics = [line.strip() for line in completion.splitlines() if line.strip()]
         if not tactics:
-            return ProofGrade(None, None, False)
+            return Verdict(None, None, False)
         check = check_proof(self.make_verifier(), theorem_of(row), tactics, self.max_steps)
-        return ProofGrade(PROOF_CLASS, PROOF_CLASS, True) if check.proved else ProofGrade(None, None, False)
+        return Verdict(PROOF_CLASS, PROOF_CLASS, True) if check.proved else Verdict(None, None, False)
 
     def reward(self, completion: str, row: Mapping[str, Any]) -> float:
         """1.0 if the completion proves the row's theorem, else 0.0."""

@@ -128,6 +128,7 @@ from typing import Any, ClassVar, Literal, Union
 
 from pydantic import Field
 
+from aligntrain.grading import Verdict
 from aligntrain.options import Options
 from aligntrain.problems import rows, splits
 from aligntrain.validation import check_choices, check_int
@@ -197,20 +198,6 @@ class ProofCheck:
     states: tuple[str, ...]
     failure: Invalid | None
     proved: bool
-
-
-@dataclass(frozen=True)
-class ProofGrade:
-    """One graded completion. ``answer``: the state the proof ended in (None: a tactic failed);
-    ``answer_class``: the goal's value as text when proved, else None."""
-
-    answer: str | None
-    answer_class: str | None
-    correct: bool
-
-    @property
-    def reward(self) -> float:
-        return 1.0 if self.correct else 0.0
 
 
 @dataclass(frozen=True)
@@ -711,20 +698,21 @@ def validate_row(row: Mapping[str, Any]) -> None:
         raise bad("completion", f"is {row['completion']!r}, the goal determines {expected[row['id']]!r}")
 
 
-def grade(completion: str, row: Mapping[str, Any]) -> ProofGrade:
+def grade(completion: str, row: Mapping[str, Any]) -> Verdict:
     """Replay the row's applied tactics, then the completion's (up to its first newline).
 
     Correct when every tactic applies and the proof ends at the goal's number. Any
-    completion text gives a grade, never an exception.
+    completion text gives a grade, never an exception. The verdict's ``answer`` is the state the
+    proof ended in (None: a tactic failed); its ``answer_class`` the goal's value when proved.
     """
     expression, value, done = parse_prompt(row["prompt"])
     tactics = split_proof(completion)
     if isinstance(tactics, Invalid):
-        return ProofGrade(None, None, False)
+        return Verdict(None, None, False)
     check = check_proof(expression, value, [*done, *tactics])
     if check.failure is not None:
-        return ProofGrade(None, None, False)
-    return ProofGrade(check.states[-1], str(value) if check.proved else None, check.proved)
+        return Verdict(None, None, False)
+    return Verdict(check.states[-1], str(value) if check.proved else None, check.proved)
 
 
 def _level_spec(level: int) -> LevelSpec:
@@ -764,7 +752,7 @@ class RewriteProblem(rows.RowStore, Options):
         """1.0 if the completion completes the row's proof, else 0.0."""
         return grade(completion, row).reward
 
-    def grade(self, completion: str, row: Mapping[str, Any]) -> ProofGrade:
+    def grade(self, completion: str, row: Mapping[str, Any]) -> Verdict:
         return grade(completion, row)
 
     def gold_class(self, row: Mapping[str, Any]) -> str:
