@@ -138,6 +138,12 @@ class _Cursor:
         self.at += 1
         return token
 
+    def finished(self, parsed, what: str):
+        """``parsed``, once every token is read; else the first token left over is named."""
+        if self.peek() is not None:
+            raise _Unreadable(f"has {self.peek()!r} after a complete {what}")
+        return parsed
+
 
 class _FormulaParser(_Cursor):
     """iff := implication ("↔" implication)?; implication := disjunction ("→" implication)?;
@@ -194,12 +200,9 @@ def parse_formula(text: str, variables: set[str]) -> Formula:
         raise ValueError(f"formula longer than {MAX_STATE_CHARS} characters")
     try:
         parser = _FormulaParser(_tokens(text, _FORMULA_TOKEN), variables)
-        formula = parser.iff(0)
-        if parser.peek() is not None:
-            raise _Unreadable(f"has {parser.peek()!r} after a complete formula")
+        return parser.finished(parser.iff(0), "formula")
     except _Unreadable as err:
         raise ValueError(f"formula {text.strip()[:80]!r} {err}") from None
-    return formula
 
 
 # ---------------------------------------------------------------------------
@@ -333,12 +336,9 @@ class _TermParser(_Cursor):
 def _parse_term(text: str) -> tuple:
     try:
         parser = _TermParser(_tokens(text, _TERM_TOKEN))
-        term = parser.term(0)
-        if parser.peek() is not None:
-            raise _Unreadable(f"has {parser.peek()!r} after a complete term")
+        return parser.finished(parser.term(0), "term")
     except _Unreadable as err:
         raise _Unreadable(f"term {text.strip()[:40]!r} {err}") from None
-    return term
 
 
 def _context(goal: Goal) -> dict[str, Formula]:

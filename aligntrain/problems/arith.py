@@ -71,7 +71,6 @@ a worked step, as the fine-tuning rows show none.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import random
 import re
@@ -203,7 +202,7 @@ def completion_of(question: str, answer_format: AnswerFormat = "worked") -> str:
 
 def row_id(question: str, level: int) -> str:
     """Stable id from the question text: "arith-L<level>-<16 hex digits>"."""
-    digest = hashlib.blake2b(question.encode("ascii"), digest_size=8).hexdigest()
+    digest = rows.text_digest(question)
     return f"{NAME}-L{level}-{digest}"
 
 

@@ -37,7 +37,7 @@ from pydantic import Field, PrivateAttr
 
 from aligntrain.options import Real
 from aligntrain.problems import rows
-from aligntrain.problems.hub import DataRowError, Format, HubProblem, SkipRow, Source, question_digest, text_field
+from aligntrain.problems.hub import DataRowError, Format, HubProblem, SkipRow, Source, text_field
 from aligntrain.rewards import RewardModel, RewardModelConfig
 
 NAME = "chat"
@@ -173,14 +173,14 @@ class ChatProblem(HubProblem):
             raise bad("completion", "is empty")
         if row["answer"] != "":
             raise bad("answer", "must be '' (a chat row has no gold answer)")
-        if row["id"] != f"{NAME}-L1-{question_digest(row['prompt'])}":
+        if row["id"] != f"{NAME}-L1-{rows.text_digest(row['prompt'])}":
             raise bad("id", f"is not '{NAME}-L1-<hash of the prompt>'")
 
 
 def make_chat_row(prompt: str, reply: str) -> dict[str, Any]:
     """A chat row: the prompt as it is, the reply as the gold completion, no answer."""
     return {
-        "id": f"{NAME}-L1-{question_digest(prompt)}",
+        "id": f"{NAME}-L1-{rows.text_digest(prompt)}",
         "level": 1,
         "prompt": prompt,
         "completion": reply,

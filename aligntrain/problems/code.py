@@ -421,7 +421,7 @@ def tests_of(row: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 def row_id(prompt: str, level: int) -> str:
     """Stable id from the prompt text: "code-L<level>-<16 hex digits>"."""
-    digest = hashlib.blake2b(prompt.encode("ascii"), digest_size=8).hexdigest()
+    digest = rows.text_digest(prompt)
     return f"{NAME}-L{level}-{digest}"
 
 

@@ -92,7 +92,6 @@ from aligntrain.problems.hub import (
     HubProblem,
     SkipRow,
     Source,
-    question_digest,
     text_field,
 )
 
@@ -332,7 +331,7 @@ class CodeContestsProblem(SandboxGraded, HubProblem):
         if not tests:
             raise SkipRow("no tests")
         return {
-            "id": f"{NAME}-{_TAGS[fmt.name]}-L{level}-{question_digest(statement.strip())}",
+            "id": f"{NAME}-{_TAGS[fmt.name]}-L{level}-{rows.text_digest(statement.strip())}",
             "level": level,
             "prompt": format_prompt(statement),
             "completion": gold_completion(solution),
@@ -379,7 +378,7 @@ class CodeContestsProblem(SandboxGraded, HubProblem):
         statement = prompt.removesuffix(tail)
         if statement == prompt or not statement.strip():
             raise bad("prompt", f"is not of the form '<statement>\\n\\n{INSTRUCTION}\\n': {prompt[:60]!r}")
-        expected_end = f"-L{row['level']}-{question_digest(statement)}"
+        expected_end = f"-L{row['level']}-{rows.text_digest(statement)}"
         if not (row["id"].startswith(f"{self.name}-") and row["id"].endswith(expected_end)):
             raise bad("id", f"is not '{self.name}-<cc|taco>{expected_end}' (the level and the hash of the statement)")
         try:

@@ -280,11 +280,6 @@ def int_field(record: Mapping[str, Any], field: str, where: str, allowed: Sequen
     return int(value)
 
 
-def question_digest(question: str) -> str:
-    """16 hex digits of BLAKE2b of the problem text: the stable part of a row id."""
-    return hashlib.blake2b(question.encode("utf-8"), digest_size=8).hexdigest()
-
-
 def format_prompt(question: str) -> str:
     """The text the model is conditioned on: ``"Q: <question>\\nA: "`` (as ``arith``)."""
     return f"Q: {question}\nA: "
@@ -293,7 +288,7 @@ def format_prompt(question: str) -> str:
 def make_row(prefix: str, level: int, question: str, solution: str, answer: str) -> dict[str, Any]:
     """A row: the prompt, the solution then the answer after ``ANSWER_MARKER``, the id from the question."""
     return {
-        "id": f"{prefix}-L{level}-{question_digest(question)}",
+        "id": f"{prefix}-L{level}-{rows.text_digest(question)}",
         "level": level,
         "prompt": format_prompt(question),
         "completion": f"{solution.rstrip()}\n{ANSWER_MARKER} {answer}\n",
@@ -508,7 +503,7 @@ class HubProblem(rows.RowStore, Options):
         prompt = row["prompt"]
         if not (prompt.startswith("Q: ") and prompt.endswith("\nA: ") and len(prompt) > len("Q: \nA: ")):
             raise bad("prompt", f"is not of the form 'Q: <problem>\\nA: ': {prompt[:60]!r}")
-        expected_end = f"-L{row['level']}-{question_digest(prompt[3:-4])}"
+        expected_end = f"-L{row['level']}-{rows.text_digest(prompt[3:-4])}"
         if not (row["id"].startswith(f"{self.name}-") and row["id"].endswith(expected_end)):
             raise bad("id", f"is not '{self.name}-...{expected_end}' (the level and the hash of the problem)")
         answer = row["answer"]

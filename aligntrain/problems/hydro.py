@@ -99,7 +99,6 @@ prompts only. Row ids hash the prompt: "hydro-L<level>-<16 hex digits>".
 
 from __future__ import annotations
 
-import hashlib
 import math
 import numbers
 import os
@@ -291,7 +290,7 @@ def score_completion(completion: str, prompt: str, sequence_format: str = "line"
 
 def row_id(prompt: str, level: int) -> str:
     """Stable id from the prompt text: "hydro-L<level>-<16 hex digits>"."""
-    digest = hashlib.blake2b(prompt.encode("ascii"), digest_size=8).hexdigest()
+    digest = rows.text_digest(prompt)
     return f"{NAME}-L{level}-{digest}"
 
 

@@ -70,7 +70,6 @@ time from step-row prompts) is not built here (pipelines/dco_lean/README.md).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import re
@@ -288,7 +287,7 @@ def theorem_digest(theorem: Theorem) -> str:
     """16 hex digits of BLAKE2b of the theorem's source, file and full name (the stable part of its ids)."""
     file_path = theorem.location.file_path if theorem.location else ""
     key = "\x00".join((theorem.source, file_path, theorem.name))
-    return hashlib.blake2b(key.encode("utf-8"), digest_size=8).hexdigest()
+    return rows.text_digest(key)
 
 
 def theorem_id(theorem: Theorem, level: int) -> str:

@@ -119,7 +119,6 @@ goals; with ``train_rows: steps`` each train goal gives one row per gold step
 from __future__ import annotations
 
 import functools
-import hashlib
 import random
 import re
 from collections.abc import Mapping, Sequence
@@ -512,7 +511,7 @@ def step_completion(tactics: Sequence[str], index: int) -> str:
 
 def row_id(expression: str, level: int) -> str:
     """Stable id of a goal's proof row: "rewrite-L<level>-<16 hex digits>"; step s adds "-s<s>"."""
-    digest = hashlib.blake2b(expression.encode("ascii"), digest_size=8).hexdigest()
+    digest = rows.text_digest(expression)
     return f"{NAME}-L{level}-{digest}"
 
 

@@ -6,6 +6,7 @@ their own semantic checks on top of :func:`check_row_shape`.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
@@ -28,6 +29,11 @@ ROW_SCHEMA = pa.schema(
 )
 
 RowError = Callable[[str, str], ValueError]
+
+
+def text_digest(text: str) -> str:
+    """16 hex digits of BLAKE2b of ``text`` (UTF-8): the stable part of every problem's row ids."""
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=8).hexdigest()
 
 
 def check_row_shape(row: Mapping[str, Any], problem: str, levels: Collection[int]) -> RowError:
