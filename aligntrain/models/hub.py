@@ -7,7 +7,7 @@ naming the id and revision and saying how to pre-fetch it; online, the snapshot 
 downloaded there and then (configs, safetensors weights, tokenizer files; the pickled
 ``pytorch_model*.bin`` weights only when the revision has no safetensors). Either way this
 happens before any work: ``pretrain`` calls it first. Pickled weights are read weights-only
-(:func:`aligntrain.models.loading.check_pickled_weights`): a file that holds anything but
+(:func:`aligntrain.models.weights.check_pickled_weights`): a file that holds anything but
 tensors is refused, and no remote code is fetched or run.
 
 :func:`load_pretrained` loads the resolved model with :func:`load_model_and_tokenizer` in
