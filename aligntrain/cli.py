@@ -71,10 +71,11 @@ def run_stage(stage: pipeline.Stage, params_file: str, root: str, variant: str |
         tracking.check_tracking_server(Path(root))
     except (ValueError, ConnectionError) as err:
         _fail(str(err))
-    if params.study.torch_threads:
+    threads = params.torch_threads(stage.name, variant)
+    if threads:
         import torch
 
-        torch.set_num_threads(params.study.torch_threads)
+        torch.set_num_threads(threads)
     root_ = Path(root)
     paths = StudyPaths(root_)
     try:

@@ -148,6 +148,13 @@ class OptimConfig(Strict):
     activation_checkpointing: bool = Field(
         False, description="Recompute activations in the backward pass (memory for time; for large models)."
     )
+    torch_threads: StrictInt | None = Field(
+        None,
+        ge=0,
+        description="CPU threads of the stage that trains on this schedule (0: torch's default); None: "
+        "study.torch_threads. For a stage that runs alone in the study's graph (pretrain, warmup): on 2 idle "
+        "cores the default model pretrains 1.85x faster with 2 threads than with 1.",
+    )
 
 
 class RLSettings(OptimConfig):
@@ -675,6 +682,18 @@ class Params(Strict):
         if not seed.isdigit() or int(seed) not in self.study.seeds:
             raise ValueError(f"{name!r} is no replicate of this study: study.seeds is {self.study.seeds}")
         return base, int(seed)
+
+    def torch_threads(self, stage: str, variant: str | None = None) -> int:
+        """CPU threads of a stage: its schedule's ``torch_threads`` when set, else ``study.torch_threads``.
+
+        pretrain and warmup train on their own sections; ``train`` on ``rl`` (RL variants) or ``train``.
+        """
+        schedule: OptimConfig | None = {"pretrain": self.pretrain, "warmup": self.warmup}.get(stage)
+        if stage == "train" and variant is not None:
+            rl = isinstance(self.variant(variant).options, ReinforcementLearning)
+            schedule = self.rl if rl else self.train
+        own = None if schedule is None else schedule.torch_threads
+        return self.study.torch_threads if own is None else own
 
     def for_replicate(self, name: str) -> Params:
         """These parameters with study.seed set to the replicate's seed (the seed its stages train and sample with)."""

@@ -54,7 +54,7 @@ def test_study_run_selects_from_the_catalog():
         (lambda r: r["variants"]["ce"].update(budget=4), "variants.ce"),  # CE takes no options
         (lambda r: r["rollouts"].update(top_p=1.5), "rollouts.top_p"),
         (lambda r: r["compare"].update(baseline="nope"), "compare.baseline"),
-        (lambda r: r["compare"].update(baseline="rloo"), "compare.baseline"),  # in the catalog, not in study.run
+        (lambda r: r["compare"].update(baseline="grpo_z"), "compare.baseline"),  # in the catalog, not in study.run
         (
             lambda r: r["compare"].update(primary={"variant": "nope", "score": "pass@16"}),
             "compare.primary.variant 'nope'",
@@ -372,7 +372,7 @@ def test_levels_follow_the_named_problem():
     from aligntrain.problems import get_problem
 
     hydro = yaml.safe_load((ROOT / "pipelines" / "hydro" / "params.yaml").read_text())
-    hydro["problem"]["levels"] = [3]  # an arith level
+    hydro["problem"]["levels"] = [4]  # an arith level
     _assert_refused(hydro, "problem.levels", f"problem 'hydro' has levels {list(get_problem('hydro').levels)}")
     _assert_refused(_broken(lambda r: r["problem"].update(name="nope")), "problem.name", "unknown problem")
 
@@ -445,3 +445,20 @@ def test_a_variant_name_cannot_look_like_a_replicate():
     raw["variants"]["ce--s1"] = {"objective": "ce"}
     with pytest.raises(ParamsError, match="marks a seed replicate"):
         parse_params(raw)
+
+
+def test_a_stage_trains_on_its_schedules_threads_else_the_studys():
+    raw = copy.deepcopy(RAW)
+    raw["study"]["torch_threads"] = 1
+    for section in ("pretrain", "warmup", "train", "rl"):
+        raw[section].pop("torch_threads", None)
+    raw["pretrain"]["torch_threads"] = 2
+    raw["rl"]["torch_threads"] = 3
+    params = parse_params(raw)
+    assert params.torch_threads("pretrain") == 2
+    assert params.torch_threads("warmup") == 1  # unset: the study's
+    assert params.torch_threads("train", "loo_pass_at_k") == 3  # an RL variant trains on rl
+    assert params.torch_threads("train", "ce") == 1  # an SFT variant on train
+    assert params.torch_threads("rollouts", "ce") == params.torch_threads("compare") == 1
+    raw["warmup"]["torch_threads"] = 0  # 0 is torch's own default, not "unset"
+    assert parse_params(raw).torch_threads("warmup") == 0

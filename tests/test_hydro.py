@@ -57,15 +57,15 @@ def dexp(x: Fraction) -> Decimal:
         return (Decimal(x.numerator) / Decimal(x.denominator)).exp()
 
 
-def valley_reference(hydrophobic: int, length: int) -> Decimal:
-    """docs/math.md §6 unconditional reward at h = hydrophobic/length, 50 digits."""
+def valley_reference(hydrophobic: int, length: int, jackpot: Fraction = Fraction(3, 4)) -> Decimal:
+    """docs/math.md §6 valley reward at h = hydrophobic/length, jackpot centre j, 50 digits."""
     if length < 10:
         return Decimal(-5)
     h = Fraction(hydrophobic, length)
-    penalty = 2 if Fraction(45, 100) < h < Fraction(60, 100) else 0
+    penalty = 2 if Fraction(45, 100) < h < jackpot - Fraction(15, 100) else 0
     trap = 4 * dexp(-((h - Fraction(35, 100)) ** 2) / Fraction(5, 100))
-    jackpot = 12 * dexp(-((h - Fraction(75, 100)) ** 2) / Fraction(15, 1000))
-    return trap + jackpot - penalty
+    peak = 12 * dexp(-((h - jackpot) ** 2) / Fraction(15, 1000))
+    return trap + peak - penalty
 
 
 def complement_reference(hydrophobic: int, length: int, h_in: Fraction) -> Decimal:
@@ -153,6 +153,66 @@ def test_valley_reward_hand_values_band_edges_and_short_floor():
     assert valley_reward(sequence_with(7, 9)) == -5.0
     assert valley_reward("") == -5.0
     assert valley_reward(sequence_with(7, 10)) == pytest.approx(gaussians(0.7), abs=1e-12)
+
+
+@pytest.mark.parametrize("jackpot", [Fraction(65, 100), Fraction(74312, 10**5), Fraction(80, 100), Fraction(90, 100)])
+@pytest.mark.parametrize(
+    "hydrophobic, length",
+    [(0, 20), (7, 20), (10, 20), (12, 20), (13, 20), (15, 20), (17, 20), (20, 20), (44, 60), (0, 9)],
+)
+def test_valley_family_reward_matches_formula(hydrophobic, length, jackpot):
+    prompt = f"V:{jackpot * 10**5}\n"
+    row = make_row(prompt, 3, sequence_with(7, 20))
+    sequence = sequence_with(hydrophobic, length)
+    reference = valley_reference(hydrophobic, length, jackpot)
+    assert close(valley_reward(sequence, jackpot), reference)
+    assert close(get_problem("hydro").reward(sequence + "\n", row), reference)  # the prompt carries j
+
+
+def test_valley_family_contains_cat_task_and_has_exact_band_edges():
+    # j = 0.75 is level 1 exactly, bit for bit, at every h of a 20- and a 60-residue sequence
+    level1 = make_row("U:00042\n", 1, sequence_with(7, 20))
+    member = make_row("V:75000\n", 3, sequence_with(7, 20))
+    problem = get_problem("hydro")
+    for length in (20, 60):
+        for hydrophobic in range(length + 1):
+            completion = sequence_with(hydrophobic, length) + "\n"
+            assert problem.reward(completion, member) == problem.reward(completion, level1)
+    # j = 0.80: the band is 0.45 < h < 0.65, open at both ends (13/20 = 0.65 and 9/20 = 0.45 are outside)
+    j = Fraction(80, 100)
+    trap_and_peak = valley_reference(13, 20, j)
+    assert close(valley_reward(sequence_with(13, 20), j), trap_and_peak)
+    assert valley_reference(13, 20, j) - valley_reference(12, 20, j) > 0  # no −2 at the edge h = 0.65 ...
+    assert close(valley_reward(sequence_with(12, 20), j), valley_reference(12, 20, j))  # ... but at h = 0.60
+    hand = 4 * math.exp(-0.0625 / 0.05) + 12 * math.exp(-0.04 / 0.015) - 2  # h = 0.60, hand-evaluated terms
+    assert valley_reward(sequence_with(12, 20), j) == pytest.approx(hand, abs=1e-12)
+    for bad in (-0.1, 1.5):
+        with pytest.raises(ValueError, match="jackpot"):
+            valley_reward(sequence_with(12, 20), bad)
+
+
+def test_valley_family_prompts_name_jackpots_in_range():
+    from aligntrain.problems.hydro import level_of_prompt
+
+    for digits in ("65000", "69999", "70000", "89999", "90000", "74312"):
+        assert level_of_prompt(f"V:{digits}\n")[0] == 3
+    for digits in ("64999", "90001", "99999", "00000", "7431", "743120"):
+        assert level_of_prompt(f"V:{digits}\n") is None
+    rows = generate_splits({"train": 300, "test": 300}, levels=(3,), seed=0)
+    jackpots = {split: [Fraction(int(r["prompt"][2:7]), 10**5) for r in rows_] for split, rows_ in rows.items()}
+    for values in jackpots.values():
+        assert len(set(values)) == 300  # distinct tasks, not one task under many tags
+        assert all(Fraction(65, 100) <= j <= Fraction(90, 100) for j in values)
+    assert not set(jackpots["train"]) & set(jackpots["test"])
+    # roughly uniform over the range: each fifth holds 60 ± 30 of 300
+    fifths = [
+        sum(
+            Fraction(65, 100) + Fraction(5, 100) * i <= j < Fraction(65, 100) + Fraction(5, 100) * (i + 1)
+            for j in jackpots["test"]
+        )
+        for i in range(5)
+    ]
+    assert all(30 <= count <= 90 for count in fifths), fifths
 
 
 @pytest.mark.parametrize(
@@ -299,13 +359,13 @@ def test_problem_reward_and_grade(problem):
 @settings(max_examples=150, deadline=None)
 @given(
     completion=st.one_of(st.text(max_size=300), st.text(alphabet=RESIDUES + "\nxa <>", max_size=150)),
-    level=st.sampled_from([1, 2]),
+    level=st.sampled_from([1, 2, 3]),
 )
 def test_untrusted_completions_never_raise(problem, completion, level):
-    prompt = "U:00042\n" if level == 1 else f"C:{sequence_with(9, 31)}\n"
+    prompt = {1: "U:00042\n", 2: f"C:{sequence_with(9, 31)}\n", 3: "V:65000\n"}[level]
     row = make_row(prompt, level, sequence_with(7, 20))
     grade = problem.grade(completion, row)
-    assert -5.0 <= grade.reward <= 12.17 and math.isfinite(grade.reward)
+    assert -5.0 <= grade.reward <= 12.67 and math.isfinite(grade.reward)  # j = 0.65: 12 + 4e^{-1.8}
     assert grade.correct == (grade.reward > 8.0)
     if grade.answer is None:
         assert grade.reward == -5.0
@@ -350,7 +410,7 @@ def test_splits_disjoint_deterministic_and_well_formed(splits):
     with pytest.raises(ValueError, match="sizes"):
         generate_splits({"dev": 3})
     with pytest.raises(ValueError, match="levels"):
-        generate_split("test", 3, levels=(3,))
+        generate_split("test", 3, levels=(4,))
 
 
 def test_exhausted_partition_raises(monkeypatch):
@@ -380,7 +440,8 @@ def test_pretrain_corpus_law_and_disjointness():
     assert share(outputs, lambda h: 0.25 <= h <= 0.45) > 0.6
     assert 0.005 < share(outputs, lambda h: h > 0.6) < 0.02  # a thin hydrophobic tail
     assert share(outputs, lambda h: h > 0.7) < 0.005
-    assert 0.4 < len(inputs) / len(corpus) < 0.6
+    assert 0.28 < len(inputs) / len(corpus) < 0.39  # a third of the texts per level
+    assert 0.28 < sum(text.startswith("V:") for text in corpus) / len(corpus) < 0.39
     assert min(inputs) < 0.15 and max(inputs) > 0.85 and 0.45 < float(sum(inputs) / len(inputs)) < 0.55
 
 
@@ -434,7 +495,12 @@ def test_parquet_round_trip(splits, tmp_path, problem):
 def test_registry_lists_hydro(problem):
     assert "hydro" in PROBLEMS and "arith" in PROBLEMS
     assert isinstance(problem, HydroProblem) and isinstance(problem, Problem)
-    assert (problem.name, problem.binary_rewards, problem.levels, problem.stop_text) == ("hydro", False, (1, 2), "\n")
+    assert (problem.name, problem.binary_rewards, problem.levels, problem.stop_text) == (
+        "hydro",
+        False,
+        (1, 2, 3),
+        "\n",
+    )
     rows = problem.generate_splits({"test": 4}, levels=[2], seed=3)["test"]
     assert [r["level"] for r in rows] == [2, 2, 2, 2]
     assert all(text.endswith("\n") for text in problem.pretrain_corpus(5, seed=0))

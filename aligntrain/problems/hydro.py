@@ -5,7 +5,7 @@ on a character model small enough for CPU. A sequence is a string over the 20
 amino acids ``ALPHABET``; its hydrophobicity h is the fraction of residues in
 ``HYDROPHOBIC`` = {A, I, L, M, F, W, Y, V} (``hydrophobicity``).
 
-Two tasks, one per level [choice: levels, so evaluation reports each apart]:
+Three tasks, one per level [choice: levels, so evaluation reports each apart]:
 
 =====  ==========  =========================================================
 level  task        reward of the generated sequence (``valley_reward``,
@@ -15,10 +15,19 @@ level  task        reward of the generated sequence (``valley_reward``,
                    − 2·1{0.45 < h < 0.60};  −5 if length < 10
 2      complement  10·exp(−(h − (1−h_in))²/0.05)
                    − 2·1{|h − h_in| < 0.1 ∧ |h_in − 0.5| > 0.1};  −5 if length < 5
+3      valley      4·exp(−(h−0.35)²/0.05) + 12·exp(−(h−j)²/0.015)
+       family      − 2·1{0.45 < h < j − 0.15};  −5 if length < 10;
+                   j from the prompt, on 0.65–0.90 (level 1 is j = 0.75)
 =====  ==========  =========================================================
 
 The valley task's reward ignores the prompt: a "trap" mode at h = 0.35 (R ≈ 4),
 the penalised band 0.45 < h < 0.60, the "jackpot" near h = 0.75 (max ≈ 12.17).
+The valley family (level 3) exists because level 1 is one task: its test prompts
+differ only by their tag, so counting them as prompts counts one outcome many times.
+A level-3 prompt names the jackpot's centre j (5 digits, j = digits/10⁵, uniform on
+0.65000–0.90000), so its test prompts are distinct tasks drawn from one family, and
+an interval over them is an interval over tasks; CAT's task is the member j = 0.75
+(same trap, band and jackpot). Correct (reward > 8) means |h − j| < ≈ 0.078.
 The complement task rewards h close to 1 − h_in, h_in the hydrophobicity of the
 input sequence in the prompt, and penalises copying the input's h.
 
@@ -26,10 +35,11 @@ Text format [choice]; ``STOP_TEXT`` = "\\n" ends a completion::
 
     level 1  prompt "U:04271\\n"                     completion "SKDEGLTNRPHAQ…\\n"
     level 2  prompt "C:MKLVAILWGFTSDEKA…\\n"          completion "DEKRSTNQGPHC…\\n"
+    level 3  prompt "V:74312\\n"  (j = 0.74312)       completion "LAVIWKDEFYM…\\n"
 
 The valley prompt carries a 5-digit tag (00000–99999) that the reward ignores:
 the pipeline keys rows by prompt and rejects a prompt found in two splits, so
-every unconditional row needs its own prompt. "C" doubles as cysteine; the ":"
+every level-1 row needs its own prompt. "C" doubles as cysteine; the ":"
 after it marks the task. The longest example (level 2) has 3 + 40 + 61 = 104
 characters, within a 128-token context with room for longer generations.
 
@@ -138,6 +148,9 @@ GOLD_LENGTHS = (20, 60)  # inclusive; base-law sequences (corpus and gold comple
 INPUT_LENGTHS = (20, 40)  # inclusive; complement-task input sequences
 BASE_RATE_BETA = (14.0, 26.0)  # per-sequence hydrophobic rate p ~ Beta(a, b)
 TAG_DIGITS = 5  # valley prompt tag 00000-99999
+VALLEY_JACKPOT = Fraction(75, 100)  # CAT's jackpot centre (level 1)
+FAMILY_JACKPOTS = (Fraction(65, 100), Fraction(90, 100))  # level 3: j uniform on this grid of 10^-5 steps (inclusive)
+FAMILY_SCALE = 10**5  # a level-3 prompt writes j·10^5 in 5 digits
 
 # Salt of the split hash; changing it re-partitions every prompt (a new dataset).
 _SPLIT_SALT = b"aligntrain/hydro/split/v1:"
@@ -162,20 +175,24 @@ def hydrophobicity(sequence: str) -> Fraction:
     return Fraction(sum(residue in _HYDROPHOBIC for residue in sequence), len(sequence))
 
 
-def valley_reward(sequence: str) -> float:
-    """Unconditional "valley of death" reward (docs/math.md §6; CAT App. L, eq. 104).
+def valley_reward(sequence: str, jackpot: numbers.Real = VALLEY_JACKPOT) -> float:
+    """ "Valley of death" reward (docs/math.md §6; CAT App. L, eq. 104), its jackpot at j.
 
-    R = 4·exp(−(h−0.35)²/0.05) + 12·exp(−(h−0.75)²/0.015) − 2·1{0.45 < h < 0.60};
-    R = −5 if the length is below 10. The band is decided exactly (module docstring).
+    R = 4·exp(−(h−0.35)²/0.05) + 12·exp(−(h−j)²/0.015) − 2·1{0.45 < h < j − 0.15};
+    R = −5 if the length is below 10. CAT's task is j = 0.75 (level 1, the band
+    0.45 < h < 0.60); level 3 reads j from its prompt. The band is decided
+    exactly (module docstring): pass j as a Fraction.
     """
     _check_sequence(sequence)
+    check_probability(jackpot, "jackpot")
+    jackpot = Fraction(jackpot)
     if len(sequence) < 10:
         return UNSCORABLE_REWARD
     h = hydrophobicity(sequence)
     trap = 4.0 * math.exp(-(float(h - Fraction(35, 100)) ** 2) / 0.05)
-    jackpot = 12.0 * math.exp(-(float(h - Fraction(75, 100)) ** 2) / 0.015)
-    in_valley = Fraction(45, 100) < h < Fraction(60, 100)
-    return trap + jackpot - 2.0 * in_valley
+    peak = 12.0 * math.exp(-(float(h - jackpot) ** 2) / 0.015)
+    in_valley = Fraction(45, 100) < h < jackpot - Fraction(15, 100)
+    return trap + peak - 2.0 * in_valley
 
 
 def complement_reward(sequence: str, h_in: numbers.Real) -> float:
@@ -261,6 +278,13 @@ TASKS: dict[int, Task] = {
         prompt_form=re.compile(rf"C:(?P<input>{_RESIDUE_CLASS}{{{INPUT_LENGTHS[0]},{INPUT_LENGTHS[1]}}})\n"),
         sample_prompt=lambda rng: f"C:{input_sequence(rng)}\n",
         score=lambda sequence, prompt: complement_reward(sequence, hydrophobicity(prompt["input"])),
+    ),
+    3: Task(
+        name="valley_family",
+        # j·10^5 in 65000..90000, exactly (FAMILY_JACKPOTS)
+        prompt_form=re.compile(r"V:(?P<jackpot>6[5-9][0-9]{3}|[78][0-9]{4}|90000)\n"),
+        sample_prompt=lambda rng: f"V:{rng.randint(*(int(j * FAMILY_SCALE) for j in FAMILY_JACKPOTS))}\n",
+        score=lambda sequence, prompt: valley_reward(sequence, Fraction(int(prompt["jackpot"]), FAMILY_SCALE)),
     ),
 }
 """Level -> task (module docstring table)."""
