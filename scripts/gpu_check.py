@@ -17,7 +17,8 @@ nothing is downloaded) it measures, and writes to ``build/gpu_check.json``:
    bitsandbytes) when bitsandbytes is installed.
 
 Each check runs on its own and reports its error rather than stopping the others; a check
-whose package (vLLM, bitsandbytes) is not installed is reported as skipped.
+whose package (vLLM, bitsandbytes) is not installed is reported as skipped. The last lines on
+stdout say, one per check, whether it ran, was skipped (and why) or failed.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Iterable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -190,6 +192,31 @@ def check_sft_step(model: Path, folder: Path, objective_name: str, quantization:
     return metrics
 
 
+def summary_lines(report: dict, checks: Iterable[str]) -> list[str]:
+    """One line per check of ``report``: ran, skipped (and why) or failed (and the error).
+
+    A check that ran with a part skipped (generation without vLLM) says which part and why.
+    """
+    lines = []
+    for name in checks:
+        result = report.get(name)
+        if not isinstance(result, dict):
+            lines.append(f"gpu_check: {name}: not run")
+        elif "skipped" in result:
+            lines.append(f"gpu_check: {name}: skipped ({result['skipped']})")
+        elif "error" in result:
+            error = str(result["error"]).partition("\n")[0]  # its first line; the traceback is in the JSON
+            lines.append(f"gpu_check: {name}: failed ({error})")
+        else:
+            parts = [
+                f"{part} skipped ({value['skipped']})"
+                for part, value in result.items()
+                if isinstance(value, dict) and "skipped" in value
+            ]
+            lines.append(f"gpu_check: {name}: ran" + (f"; {'; '.join(parts)}" if parts else ""))
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "build" / "gpu_check.json"))
@@ -229,6 +256,7 @@ def main() -> int:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))
+    print("\n".join(summary_lines(report, checks)))  # last on stdout: what `make gpu-check` ran and skipped
     return 1 if any(isinstance(v, dict) and "error" in v for v in report.values()) else 0
 
 

@@ -1,25 +1,29 @@
-"""The accelerate configs beside every study (pipelines/<study>/accelerate/*.yaml), read by accelerate itself.
+"""The accelerate configs every study launches with (accelerate/*.yaml at the root), read by accelerate itself.
 
-Each file is what ``accelerate launch --config_file pipelines/<study>/accelerate/<name>.yaml -m
-aligntrain.cli train --variant V`` reads: it is loaded with accelerate's own config loader
-(``load_config_from_file``), turned into launch arguments by the same function ``accelerate
-launch`` uses (``_validate_launch_command``), and into the environment the launcher hands the
-worker processes (``prepare_multi_gpu_env`` / ``prepare_deepspeed_cmd_env``); for FSDP2 the
-plugin the workers build from that environment is constructed too. Nothing is launched and no GPU
-is needed. The expected values are written out here, one table per file.
+Each file is what ``accelerate launch --config_file ../../accelerate/<name>.yaml -m aligntrain.cli
+train --variant V``, run in a study's folder (``pipelines/<study>``), reads: it is loaded with
+accelerate's own config loader (``load_config_from_file``), turned into launch arguments by the
+same function ``accelerate launch`` uses (``_validate_launch_command``), and into the environment
+the launcher hands the worker processes (``prepare_multi_gpu_env`` / ``prepare_deepspeed_cmd_env``);
+for FSDP2 the plugin the workers build from that environment is constructed too. Nothing is
+launched and no GPU is needed. The expected values are written out here, one table per file.
 
-The four files are the same in every study (one node of 8 GPUs, bf16 as aligntrain's trainers ask on
-a GPU, FSDP2 wrapping each model's own ``_no_split_modules``): a test keeps the copies identical.
+The four files serve every study (one node of 8 GPUs, bf16 as aligntrain's trainers ask on a GPU,
+FSDP2 wrapping each model's own ``_no_split_modules``) from one folder: a test checks that no study
+keeps a copy of its own and that every ``--config_file`` the studies' READMEs and docs/ name is
+one of them.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+FOLDER = ROOT / "accelerate"
 STUDIES = sorted(p.parent.name for p in (ROOT / "pipelines").glob("*/params.yaml"))
 NAMES = ("ddp", "zero2", "zero3", "fsdp2")
 #: what `accelerate launch` must make of each file: launch flags, processes, precision, ZeRO stage, FSDP version
@@ -29,7 +33,6 @@ EXPECTED = {
     "zero3": dict(multi_gpu=False, use_deepspeed=True, use_fsdp=False, zero_stage=3, fsdp_version=None),
     "fsdp2": dict(multi_gpu=False, use_deepspeed=False, use_fsdp=True, zero_stage=None, fsdp_version=2),
 }
-CONFIGS = [(study, name) for study in STUDIES for name in NAMES]
 
 
 def _launch_args(path: Path):
@@ -42,26 +45,43 @@ def _launch_args(path: Path):
     return args, defaults, precision_from_config
 
 
-def test_every_study_has_the_four_configs():
+def test_one_folder_holds_the_four_configs_and_no_study_keeps_a_copy():
     assert {"cat_math_sft", "dco_math", "tang_math", "hydro"} <= set(STUDIES)
-    for study in STUDIES:
-        folder = ROOT / "pipelines" / study / "accelerate"
-        assert sorted(p.name for p in folder.glob("*.yaml")) == sorted(f"{n}.yaml" for n in NAMES), study
+    assert sorted(p.name for p in FOLDER.iterdir()) == sorted(f"{n}.yaml" for n in NAMES)
+    copies = [
+        str(path.relative_to(ROOT))
+        for study in (ROOT / "pipelines").iterdir()
+        for path in [*(study / "accelerate").glob("*.yaml"), *(study / f"{n}.yaml" for n in NAMES)]
+        if path.exists()
+    ]
+    assert copies == [], "the accelerate configs live in accelerate/ only"
+
+
+def _config_files(text: str) -> list[str]:
+    return re.findall(r"--config_file\s+(\S+\.yaml)", text)
+
+
+def test_every_config_file_the_documentation_names_is_one_of_the_four():
+    """A README's `--config_file` is run in its study's folder; docs/ name paths from the repository's root."""
+    named = {}
+    for readme in sorted((ROOT / "pipelines").glob("*/README.md")):
+        for path in _config_files(readme.read_text()):
+            named[f"{readme.relative_to(ROOT)}: {path}"] = (readme.parent / path).resolve()
+    for doc in sorted([ROOT / "README.md", ROOT / "pipelines" / "README.md", *(ROOT / "docs").glob("*.md")]):
+        for path in _config_files(doc.read_text()):
+            base = ROOT / "pipelines" / STUDIES[0] if path.startswith("../") else ROOT
+            named[f"{doc.relative_to(ROOT)}: {path}"] = (base / path).resolve()
+    assert any("../../accelerate/" in where for where in named), "the studies' READMEs name the configs"
+    configs = {(FOLDER / f"{n}.yaml").resolve() for n in NAMES}
+    assert {where: path for where, path in named.items() if path not in configs} == {}
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_the_copies_are_identical(name):
-    texts = {study: (ROOT / "pipelines" / study / "accelerate" / f"{name}.yaml").read_bytes() for study in STUDIES}
-    reference = texts[STUDIES[0]]
-    assert [s for s, text in texts.items() if text != reference] == [], f"{name}.yaml differs from {STUDIES[0]}'s"
-
-
-@pytest.mark.parametrize(("study", "name"), CONFIGS)
-def test_accelerate_loads_the_config(study, name):
+def test_accelerate_loads_the_config(name):
     from accelerate.commands.config.config_args import ClusterConfig, load_config_from_file
     from accelerate.utils import DistributedType
 
-    config = load_config_from_file(str(ROOT / "pipelines" / study / "accelerate" / f"{name}.yaml"))
+    config = load_config_from_file(str(FOLDER / f"{name}.yaml"))
     assert isinstance(config, ClusterConfig)
     kind = {"ddp": "MULTI_GPU", "zero2": "DEEPSPEED", "zero3": "DEEPSPEED", "fsdp2": "FSDP"}[name]
     assert config.distributed_type == DistributedType[kind]
@@ -75,19 +95,22 @@ def test_accelerate_loads_the_config(study, name):
             == ("none")
         )
         assert config.deepspeed_config["zero3_init_flag"] is (name == "zero3")
+        # ZeRO-3's final save gathers the shards into one 16-bit model (ZeRO-2 keeps the whole model on every GPU)
+        assert config.deepspeed_config.get("zero3_save_16bit_model", False) is (name == "zero3")
     elif name == "fsdp2":
         assert config.fsdp_config["fsdp_version"] == 2 and config.deepspeed_config == {}
         assert config.fsdp_config["fsdp_auto_wrap_policy"] == "TRANSFORMER_BASED_WRAP"
         assert "fsdp_transformer_layer_cls_to_wrap" not in config.fsdp_config, "the model's own layers are wrapped"
+        assert config.fsdp_config["fsdp_state_dict_type"] == "FULL_STATE_DICT", "the final save gathers the shards"
     else:
         assert config.deepspeed_config == {} and config.fsdp_config == {}
 
 
-@pytest.mark.parametrize(("study", "name"), CONFIGS)
-def test_accelerate_launch_reads_the_config_as_intended(study, name):
+@pytest.mark.parametrize("name", NAMES)
+def test_accelerate_launch_reads_the_config_as_intended(name):
     from accelerate.utils.launch import prepare_deepspeed_cmd_env, prepare_multi_gpu_env
 
-    args, defaults, precision_from_config = _launch_args(ROOT / "pipelines" / study / "accelerate" / f"{name}.yaml")
+    args, defaults, precision_from_config = _launch_args(FOLDER / f"{name}.yaml")
     expected = EXPECTED[name]
     assert (args.multi_gpu, args.use_deepspeed, args.use_fsdp) == (
         expected["multi_gpu"],
@@ -106,6 +129,8 @@ def test_accelerate_launch_reads_the_config_as_intended(study, name):
         assert env["ACCELERATE_USE_DEEPSPEED"] == "true"
         assert env["ACCELERATE_DEEPSPEED_ZERO_STAGE"] == str(expected["zero_stage"])
         assert env["ACCELERATE_DEEPSPEED_ZERO3_INIT"] == str(expected["zero_stage"] == 3).lower()
+        saves_16bit = env.get("ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL", "false")
+        assert saves_16bit == str(expected["zero_stage"] == 3).lower(), "ZeRO-3's final save gathers the shards"
     else:
         env = prepare_multi_gpu_env(args)
         assert ("ACCELERATE_USE_FSDP" in env) is args.use_fsdp
@@ -121,7 +146,7 @@ def test_the_fsdp2_plugin_the_workers_build(monkeypatch):
     from accelerate.utils.launch import prepare_multi_gpu_env
     from torch.distributed.fsdp import CPUOffloadPolicy
 
-    args, _, _ = _launch_args(ROOT / "pipelines" / STUDIES[0] / "accelerate" / "fsdp2.yaml")
+    args, _, _ = _launch_args(FOLDER / "fsdp2.yaml")
     env = prepare_multi_gpu_env(args)
     for key in [k for k in os.environ if k.startswith(("FSDP_", "ACCELERATE_"))]:
         monkeypatch.delenv(key)

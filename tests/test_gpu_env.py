@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import runpy
 import subprocess
 import sys
 import tomllib
@@ -113,3 +114,25 @@ def test_the_gpu_check_says_where_to_run_it_when_there_is_no_gpu():
         [sys.executable, str(ROOT / "scripts" / "gpu_check.py")], capture_output=True, text=True, timeout=120
     )
     assert run.returncode == 2 and "no CUDA device" in run.stdout
+
+
+def test_the_gpu_check_ends_with_a_line_per_check_naming_what_it_skipped():
+    """No GPU needed: the summary of a report as written on a GPU machine without vLLM or bitsandbytes."""
+    summary_lines = runpy.run_path(str(ROOT / "scripts" / "gpu_check.py"), run_name="gpu_check")["summary_lines"]
+    report = {
+        "device": "NVIDIA H100 80GB HBM3",
+        "generation": {"vllm": {"skipped": "vllm is not installed"}, "hf": {"tokens_per_second": 2067.0}},
+        "grpo_step": {"loss": 0.1, "seconds": 9.8},
+        "grpo_step_vllm_colocate": {"skipped": "vllm is not installed"},
+        "lora_sft_step_dco_a": {"error": "RuntimeError: CUDA out of memory\nmore", "traceback": "Traceback ..."},
+        "qlora_sft_step": {"skipped": "bitsandbytes is not installed"},
+    }
+    checks = [*(key for key in report if key != "device"), "lora_sft_step_pass_at_n"]
+    assert summary_lines(report, checks) == [
+        "gpu_check: generation: ran; vllm skipped (vllm is not installed)",
+        "gpu_check: grpo_step: ran",
+        "gpu_check: grpo_step_vllm_colocate: skipped (vllm is not installed)",
+        "gpu_check: lora_sft_step_dco_a: failed (RuntimeError: CUDA out of memory)",
+        "gpu_check: qlora_sft_step: skipped (bitsandbytes is not installed)",
+        "gpu_check: lora_sft_step_pass_at_n: not run",
+    ]

@@ -710,6 +710,23 @@ def test_nf4_is_refused_without_cuda_before_any_work(tiny_model, tmp_path, monke
         training.pretrain(parse_params(raw), StudyPaths(tmp_path), corpus=None, splits=None)
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_the_4bit_config_stores_the_packed_weights_in_the_compute_dtype(dtype):
+    """QLoRA's BitsAndBytesConfig (transformers builds it without bitsandbytes): NF4 with double quantization,
+    computing in ``dtype`` and storing the packed 4-bit weights in it too, as FSDP and ZeRO-3 need to shard them."""
+    from transformers import BitsAndBytesConfig
+
+    from aligntrain.models.adapters import quantization_config
+
+    config = quantization_config(dtype)
+    assert isinstance(config, BitsAndBytesConfig) and config.load_in_4bit and not config.load_in_8bit
+    assert (config.bnb_4bit_quant_type, config.bnb_4bit_use_double_quant) == ("nf4", True)
+    assert config.bnb_4bit_compute_dtype == getattr(torch, dtype)
+    assert config.bnb_4bit_quant_storage == config.bnb_4bit_compute_dtype, "not bitsandbytes' default uint8"
+    saved = config.to_dict()  # as a quantized model's config.json records it
+    assert saved["bnb_4bit_quant_storage"] == saved["bnb_4bit_compute_dtype"] == dtype
+
+
 def _bitsandbytes_cuda() -> bool:
     try:
         import bitsandbytes  # noqa: F401

@@ -110,6 +110,8 @@ def quantization_config(dtype: str) -> BitsAndBytesConfig:
         bnb_4bit_quant_type="nf4",
         bnb_4bit_use_double_quant=True,
         bnb_4bit_compute_dtype=getattr(torch, dtype),
+        # packed 4-bit weights stored in the model's dtype, so FSDP / ZeRO-3 can flatten and shard them with the rest
+        bnb_4bit_quant_storage=getattr(torch, dtype),
     )
 
 
@@ -141,17 +143,20 @@ def apply_lora(model: PreTrainedModel, settings: LoraSettings, *, seed: int) -> 
     return get_peft_model(model, lora_config(settings), adapter_name=ADAPTER_NAME)
 
 
-def merge_adapter(model: PeftModel, adapter_dir: str | Path | None = None) -> PreTrainedModel:
+def merge_adapter(
+    model: PeftModel, adapter_dir: str | Path | None = None, reload_base: bool = False
+) -> PreTrainedModel:
     """The plain model with the trained adapter merged in: W + (alpha / r) · B · A in every target layer.
 
     Full-precision base: ``merge_and_unload`` in place (``model``'s base becomes the
     returned model; other adapters, such as GRPO's frozen ``ref`` copy, are dropped).
-    4-bit base (QLoRA): the base is reloaded from where it was loaded, unquantized in
-    its compute dtype, and the adapter (saved to ``adapter_dir``, or to a temporary
-    folder when None) is merged into that.
+    4-bit base (QLoRA), or ``reload_base`` (a sharded model, whose base this process holds
+    only in part): the base is reloaded from where it was loaded, unquantized in its
+    compute dtype, and the adapter (saved to ``adapter_dir``, or to a temporary folder
+    when None) is merged into that.
     """
     base = model.get_base_model()
-    if not is_quantized(base):
+    if not is_quantized(base) and not reload_base:
         return model.merge_and_unload(adapter_names=[ADAPTER_NAME])
     if adapter_dir is None:
         with tempfile.TemporaryDirectory() as tmp:
@@ -166,8 +171,11 @@ def _merge_into_full_precision(base: PreTrainedModel, adapter_dir: str | Path) -
 
     from aligntrain.models.weights import from_pretrained_safely
 
-    quant = base.config.quantization_config
-    dtype = quant.get("bnb_4bit_compute_dtype") if isinstance(quant, dict) else quant.bnb_4bit_compute_dtype
+    quant = getattr(base.config, "quantization_config", None)
+    if quant is None:  # a full-precision base: its own dtype
+        dtype = getattr(base.config, "dtype", None) or getattr(base.config, "torch_dtype", None) or torch.float32
+    else:
+        dtype = quant.get("bnb_4bit_compute_dtype") if isinstance(quant, dict) else quant.bnb_4bit_compute_dtype
     dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
     full = from_pretrained_safely(AutoModelForCausalLM, base.config._name_or_path, dtype=dtype)
     return PeftModel.from_pretrained(full, str(adapter_dir), adapter_name=ADAPTER_NAME).merge_and_unload()
