@@ -635,6 +635,79 @@ def test_malformed_prepared_rows_are_named_by_validate_row(tmp_path):
         assert says in str(err.value)
 
 
+# --------------------------------------------------------------------------- targets: solutions or answers alone
+
+
+def _without_completion(rows: list[dict]) -> list[dict]:
+    return [{field: value for field, value in row.items() if field != "completion"} for row in rows]
+
+
+def test_math_target_answer_trains_on_the_answer_line_alone(tmp_path):
+    """``target: answer`` (CAT's Pass@N targets): train and validation completions are the answer line alone."""
+    solution = _math_local(tmp_path, validation_fraction=0.5)
+    problem = _math_local(tmp_path, validation_fraction=0.5, target="answer")
+    by_solution, by_answer = solution.load_splits(), problem.load_splits()
+    for split in ("train", "validation"):
+        assert by_answer[split], split
+        # the same rows in the same order: prompts, ids, levels and gold answers; only the completions differ
+        assert _without_completion(by_answer[split]) == _without_completion(by_solution[split])
+        for row in by_answer[split]:
+            assert row["completion"] == f"#### {row['answer']}\n"
+            verdict = problem.grade(row["completion"], row)
+            assert verdict.correct and problem.reward(row["completion"], row) == 1.0, row["id"]
+            assert problem.answer_class(row["completion"]) == problem.gold_class(row)
+            problem.validate_row(row)
+    assert by_answer["test"] == by_solution["test"]  # the test rows keep their solutions
+    for row in by_answer["test"]:
+        problem.validate_row(row)
+    sizes = {"train": 3, "validation": 1, "test": 2}
+    drawn = problem.generate_splits(sizes, levels=[1, 2, 3], seed=4)
+    assert {split: [row["id"] for row in rows] for split, rows in drawn.items()} == {
+        split: [row["id"] for row in rows] for split, rows in solution.generate_splits(sizes, [1, 2, 3], 4).items()
+    }
+    corpus = problem.pretrain_corpus(20, seed=0)
+    assert corpus and all(text.split("\nA: ", 1)[1].startswith("#### ") for text in corpus)
+
+
+def test_math_target_defaults_to_the_worked_solution(tmp_path):
+    assert get_problem("math").target == "solution"
+    default = _math_local(tmp_path, validation_fraction=0.5).load_splits()
+    assert default == _math_local(tmp_path, validation_fraction=0.5, target="solution").load_splits()
+    cosine = _by_prompt(default["train"] + default["validation"])["Compute $\\cos 30^\\circ$."]
+    assert cosine["completion"].startswith("Let $P$ be the point on the unit circle")
+    assert cosine["completion"].endswith("\\boxed{\\frac{\\sqrt{3}}{2}}$.\n#### \\frac{\\sqrt{3}}{2}\n")
+
+
+def test_math_target_refuses_an_unknown_value_naming_the_key():
+    from aligntrain.config import ParamsError, parse_params
+
+    with pytest.raises(ValueError, match=r"problem 'math': option target: .*'solution'.*'answer'"):
+        PROBLEMS.parse("math", {"target": "direct"})
+    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
+    raw["problem"] = {"name": "math", "levels": [1], "options": {"target": "answers"}}
+    with pytest.raises(ParamsError, match=r"problem.options.*option target"):
+        parse_params(raw)
+
+
+def test_validate_row_takes_answer_only_completions_only_under_target_answer(tmp_path):
+    solution, answer = _math_local(tmp_path), _math_local(tmp_path, target="answer")
+    row = solution.load_splits(["train"])["train"][0]
+    short = {**row, "completion": f"#### {row['answer']}\n"}
+    answer.validate_row(short)
+    answer.validate_row(row)  # a solution row (the test split's form) passes too
+    with pytest.raises(ValueError, match="field 'completion'.*does not end with the answer line"):
+        solution.validate_row(short)
+    for completion in (
+        "#### 1\n" if row["answer"] != "1" else "#### 2\n",
+        f"#### {row['answer']}",
+        f"{row['answer']}\n",
+    ):
+        with pytest.raises(ValueError, match="field 'completion'"):
+            answer.validate_row({**row, "completion": completion})
+    with pytest.raises(ValueError, match="field 'id'"):
+        answer.validate_row({**short, "id": "math-algebra-L3-0000000000000000"})
+
+
 # --------------------------------------------------------------------------- the offline hub
 
 
@@ -788,3 +861,45 @@ def test_prepare_stage_reads_gsm8k_from_local_parquet(tmp_path, monkeypatch):
     assert not set(prepared["train"].prompt) & set(prepared["test"].prompt)
     corpus = pd.read_parquet(tmp_path / "data" / "pretrain_corpus.parquet")["text"]
     assert all(text.endswith("\n") and "\n#### " in text for text in corpus)
+
+
+def test_prepare_stage_writes_answer_only_math_train_rows_under_target_answer(tmp_path, monkeypatch):
+    """``aligntrain prepare`` with ``problem.options.target: answer``: train and validation answer-only, test not."""
+    from aligntrain import pipeline
+    from aligntrain.cli import run_stage
+
+    train = [
+        str(_write_parquet(tmp_path / "math" / f"{subject}-train.parquet", records, MATH_SCHEMA))
+        for subject, records in MATH_TRAIN.items()
+    ]
+    test = str(_write_parquet(tmp_path / "math" / "math500-test.parquet", MATH_500_TEST))
+    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
+    raw["problem"] = {
+        "name": "math",
+        "levels": [1, 2, 3, 4, 5],
+        "train_size": 3,
+        "validation_size": 1,
+        "test_size": 2,
+        "pretrain_corpus_size": 8,
+        "options": {
+            "train": {"parquet": train},
+            "test": {"parquet": [test], "format": "MATH-500"},
+            "validation_fraction": 0.5,
+            "target": "answer",
+        },
+    }
+    raw["rl"]["batch_size"] = 3 * raw["rl"]["num_generations"]  # a step of RL fits the 3 training prompts
+    raw["diagnostics"]["oracle"]["prompts"] = 2  # the oracle probes at most the 2 test prompts
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    metrics = run_stage(pipeline.get_stage("prepare"), "params.yaml", str(tmp_path), None, "")
+    assert metrics == {"train_rows": 3, "validation_rows": 1, "test_rows": 2, "corpus_texts": 8}
+    prepared = {
+        split: pd.read_parquet(tmp_path / "data" / f"{split}.parquet").to_dict("records")
+        for split in ("train", "validation", "test")
+    }
+    for split in ("train", "validation"):
+        assert all(row["completion"] == f"#### {row['answer']}\n" for row in prepared[split]), split
+    assert all(len(row["completion"]) > len(f"#### {row['answer']}\n") for row in prepared["test"])
+    corpus = pd.read_parquet(tmp_path / "data" / "pretrain_corpus.parquet")["text"]
+    assert all(text.split("\nA: ", 1)[1].startswith("#### ") for text in corpus)

@@ -26,22 +26,36 @@ column; the gold completion is the solution followed by ``"\\n#### <answer>\\n"`
 skipped (counted). Rows whose gold today's grader cannot parse (tuples,
 intervals, text, units, ...: docs/data.md lists the forms) are ungradable
 (``ungradable`` option: dropped by default).
+
+Targets [choice] (the option ``target``): ``solution`` (the default) gives the
+rows above. ``answer`` (CAT §3.1's Pass@N targets, "just answers"; DCO Table 1's
+direct answers) cuts the completion of every train and validation row to the
+answer line alone, ``"#### <answer>\\n"`` (:func:`~aligntrain.problems.hub.answer_line`,
+the line that ends a solution row: the grader reads it back as the gold). The
+prompts, ids, levels, gold answers and the rows of each split are the same as
+under ``solution`` (a row is kept or dropped as ungradable on its solution
+form), and test rows keep their solutions: evaluation samples from the prompts
+and grades the sampled answer line as before. The pretraining corpus, drawn
+from the train rows, is answer-only too. ``validate_row`` then takes either
+form (a row does not name its split).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any, ClassVar
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
 from aligntrain.problems.hub import (
+    SPLITS,
     DataRowError,
     Format,
     HubProblem,
     SkipRow,
     Source,
+    answer_line,
     int_field,
     make_row,
     text_field,
@@ -70,6 +84,12 @@ MATH_DATASET, MATH_REVISION = "EleutherAI/hendrycks_math", "21a5633873b6a120296c
 #: HuggingFaceH4/MATH-500, pinned
 MATH_500_DATASET, MATH_500_REVISION = "HuggingFaceH4/MATH-500", "6e4ed1a2a79af7d8630a6b768ec859cb5af4d3be"
 
+#: training targets (``target``): the worked solution then the answer line (default), or the answer line alone
+TARGETS = ("solution", "answer")
+Target = Literal["solution", "answer"]
+#: the splits whose completions ``target: answer`` cuts to the answer line (test rows keep their solutions)
+ANSWER_TARGET_SPLITS = ("train", "validation")
+
 _LEVEL = re.compile(r"Level ([1-5])")
 _BOX_COMMANDS = ("\\boxed", "\\fbox")
 
@@ -93,6 +113,17 @@ def last_boxed(text: str) -> str | None:
         if depth == 0:
             return rest[1:position].strip() or None
     return None
+
+
+def answer_only(row: Mapping[str, Any]) -> dict[str, Any]:
+    """``row`` with its completion cut to the answer line alone (``target: answer``), every other field the same."""
+    return {**row, "completion": answer_line(row["answer"])}
+
+
+def is_answer_only(row: Mapping[str, Any]) -> bool:
+    """True when ``row``'s completion is exactly the answer line of its gold answer."""
+    answer, completion = row.get("answer"), row.get("completion")
+    return isinstance(answer, str) and isinstance(completion, str) and completion == answer_line(answer)
 
 
 def subject_slug(record: Mapping[str, Any], field: str, where: str) -> str:
@@ -121,6 +152,13 @@ class MathProblem(HubProblem):
         Source(dataset=MATH_500_DATASET, revision=MATH_500_REVISION, split="test", format="MATH-500"),
         description="Source of the test split (default: MATH-500).",
     )
+    target: Target = Field(
+        "solution",
+        description="Completions of the train and validation rows: 'solution' (the worked solution, then "
+        "'#### <answer>'; the default rows, unchanged) or 'answer' (only '#### <answer>', no solution: CAT's "
+        "Pass@N targets, DCO Table 1's direct answers). Prompts, ids, splits and the test rows are the same "
+        "either way.",
+    )
 
     def to_row(self, fmt: Format, record: Mapping[str, Any], where: str) -> dict[str, Any]:
         """A MATH or MATH-500 record as a row (module docstring)."""
@@ -143,3 +181,24 @@ class MathProblem(HubProblem):
             if answer is None:
                 raise DataRowError(f"{where}: field 'solution' has no \\boxed{{...}} answer with balanced braces")
         return make_row(f"{NAME}-{subject}", level, problem, solution, answer)
+
+    def load_splits(self, splits: Sequence[str] = SPLITS) -> dict[str, list[dict[str, Any]]]:
+        """:meth:`HubProblem.load_splits`, the train and validation completions per ``target`` (module docstring)."""
+        loaded = super().load_splits(splits)
+        if self.target == "solution":
+            return loaded
+        return {
+            split: [answer_only(row) for row in split_rows] if split in ANSWER_TARGET_SPLITS else split_rows
+            for split, split_rows in loaded.items()
+        }
+
+    def validate_row(self, row: Mapping[str, Any]) -> None:
+        """:meth:`HubProblem.validate_row`; with ``target: answer`` the completion may also be the answer line alone.
+
+        Both forms pass then (the train and validation rows are answer-only, the
+        test rows keep their solutions, and a row does not name its split); an
+        answer-only row gets every other check of a solution row.
+        """
+        if self.target == "answer" and is_answer_only(row):
+            row = {**row, "completion": "\n" + row["completion"]}  # the answer line after an empty solution
+        super().validate_row(row)

@@ -285,13 +285,18 @@ def format_prompt(question: str) -> str:
     return f"Q: {question}\nA: "
 
 
+def answer_line(answer: str) -> str:
+    """The line that ends every gold completion: ``ANSWER_MARKER``, the answer, a newline (``"#### <answer>\\n"``)."""
+    return f"{ANSWER_MARKER} {answer}\n"
+
+
 def make_row(prefix: str, level: int, question: str, solution: str, answer: str) -> dict[str, Any]:
     """A row: the prompt, the solution then the answer after ``ANSWER_MARKER``, the id from the question."""
     return {
         "id": f"{prefix}-L{level}-{rows.text_digest(question)}",
         "level": level,
         "prompt": format_prompt(question),
-        "completion": f"{solution.rstrip()}\n{ANSWER_MARKER} {answer}\n",
+        "completion": f"{solution.rstrip()}\n{answer_line(answer)}",
         "answer": answer,
     }
 
@@ -509,7 +514,7 @@ class HubProblem(rows.RowStore, Options):
         answer = row["answer"]
         if grading.canonical_answer(answer, scope=self.grading_scope) is None:
             raise bad("answer", f"{answer!r} is not an answer the grader can parse")
-        if not row["completion"].endswith(f"\n{ANSWER_MARKER} {answer}\n"):
+        if not row["completion"].endswith(f"\n{answer_line(answer)}"):
             raise bad("completion", f"does not end with the answer line '{ANSWER_MARKER} {answer}'")
         if grading.extract_answer(row["completion"]) != answer:
             raise bad("completion", "is not graded back to its answer (over grading.extract_answer's length limit?)")
