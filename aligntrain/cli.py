@@ -29,7 +29,7 @@ os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
 
-from aligntrain import pipeline  # noqa: E402  (after the environment above)
+from aligntrain import launch, pipeline  # noqa: E402  (after the environment above)
 from aligntrain.errors import StageError  # noqa: E402
 
 app = typer.Typer(help="aligntrain: strategy-aware training pipeline stages.", no_args_is_help=True)
@@ -72,6 +72,8 @@ def run_stage(stage: pipeline.Stage, params_file: str, root: str, variant: str |
     except (ValueError, ConnectionError) as err:
         _fail(str(err))
     threads = params.torch_threads(stage.name, variant)
+    if stage.launched and params.launch.multi_process and not launch.launched():
+        _relaunch(stage, params, params_file, root, variant, variants, threads)
     if threads:
         import torch
 
@@ -79,6 +81,9 @@ def run_stage(stage: pipeline.Stage, params_file: str, root: str, variant: str |
     root_ = Path(root)
     paths = StudyPaths(root_)
     try:
+        if not launch.main_process():
+            # Another process of a launch: it trains its shard; process 0 logs the run and writes the outputs.
+            return stage.run(params, paths, variant, tracking.UNTRACKED)
         return _run_tracked(stage, params, paths, root_, variant)
     except StageError as err:
         _fail(f"{stage.name}: {err}")
@@ -90,6 +95,20 @@ def run_stage(stage: pipeline.Stage, params_file: str, root: str, variant: str |
             f"{stage.name}: {err.strerror}: {err.filename or '(a file of the stage)'}; nothing was lost: "
             "make room (or make it writable) and run the stage again, it resumes"
         )
+
+
+def _relaunch(stage, params, params_file: str, root: str, variant: str | None, variants: str, threads: int) -> None:
+    """Run this stage again as ``launch.num_processes`` processes (aligntrain/launch.py); never returns."""
+    config = params.launch.config_file
+    config_path = Path(root) / config if config else None
+    if config_path is not None and not config_path.is_file():
+        _fail(f"launch.config_file: {config_path} does not exist (the repository's accelerate/ holds the configs)")
+    args = [stage.command, "--params", params_file, "--root", root]
+    args += ["--variant", variant] if variant is not None else []
+    args += ["--variants", variants] if variants else []
+    command = launch.launch_command(params.launch.num_processes, config_path, threads, args, launch.free_port())
+    typer.echo(f"{stage.name}: {params.launch.num_processes} processes: {' '.join(command[1:])}", err=True)
+    launch.relaunch(command)
 
 
 #: Disk full, quota exceeded, a read-only file system or folder: the environment's fault, told in one line.

@@ -494,6 +494,29 @@ class MonitorConfig(Strict):
         return self
 
 
+class LaunchConfig(Strict):
+    """How the training stages (pretrain, warmup, train) run: one process, or several under ``accelerate launch``.
+
+    The stage's command launches itself (aligntrain/launch.py), so ``dvc repro`` and the agents run a
+    multi-GPU stage as they run any other. Written in params.yaml only when it is not one process:
+    then the training stages track it (the batch per step is ``batch_size`` × ``num_processes``).
+    """
+
+    num_processes: StrictInt = Field(
+        1, ge=1, description="Processes per training stage, one per GPU (batch_size is per process). 1: no launch."
+    )
+    config_file: str | None = Field(
+        None,
+        description="An accelerate config file, relative to the study folder: the repository's accelerate/ holds "
+        "ddp.yaml, fsdp2.yaml, zero2.yaml and zero3.yaml (for a pipeline, `../../accelerate/fsdp2.yaml`). None: "
+        "plain data parallel. Its num_processes is overridden by this section's.",
+    )
+
+    @property
+    def multi_process(self) -> bool:
+        return self.num_processes > 1
+
+
 class Params(Strict):
     study: StudyConfig = StudyConfig()
     problem: ProblemConfig = ProblemConfig()
@@ -509,6 +532,9 @@ class Params(Strict):
     diagnostics: DiagnosticsConfig = DiagnosticsConfig()
     monitor: MonitorConfig = Field(
         MonitorConfig(), description="Training-time monitor of the warmup and train stages (off by default)."
+    )
+    launch: LaunchConfig = Field(
+        LaunchConfig(), description="One process per training stage, or several under accelerate launch."
     )
 
     @field_validator("variants")
@@ -574,6 +600,15 @@ class Params(Strict):
         p = self.compare.primary
         named = [] if p is None else [p.variant, p.baseline or self.compare.baseline]
         return [name for name in named if name not in self.run_variants]
+
+    @model_validator(mode="after")
+    def _monitor_runs_in_one_process(self) -> Params:
+        if self.monitor.enabled and self.launch.multi_process:
+            raise ValueError(
+                f"monitor.enabled samples in one process, and launch.num_processes is {self.launch.num_processes}: "
+                "turn the monitor off for a launched study (the evaluation stages measure the trained models)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _oracle_names_variants(self) -> Params:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aligntrain.config import Params
+from aligntrain.config import LaunchConfig, Params
 from aligntrain.paths import StudyPaths
 
 RunFn = Callable[[Params, StudyPaths, "str | None", Any], dict]
@@ -50,6 +50,8 @@ class Stage:
     """Trains or samples a model: scheduled on the GPU pool of agents when there is one."""
     replicated: bool = False
     """Run again for every seed of ``study.seeds`` (a per-variant stage: ``train@ce--s1``, ...)."""
+    launched: bool = False
+    """Trains: runs as ``launch.num_processes`` processes under accelerate launch when that is > 1."""
     deps: tuple[str, ...] = ()
     params: tuple[str, ...] = ()
     outs: tuple[str, ...] = ()
@@ -204,6 +206,7 @@ STAGES: tuple[Stage, ...] = (
         _pretrain,
         lambda p, v: {"model": p.model.model_dump(), "pretrain": p.pretrain.model_dump()},
         accelerator=True,
+        launched=True,
         deps=("data", *_TRAINING_CODE),
         params=("study.seed", "model", "pretrain"),
         outs=("models/base",),
@@ -214,6 +217,7 @@ STAGES: tuple[Stage, ...] = (
         _warmup,
         lambda p, v: {"warmup": p.warmup.model_dump(), **_monitored(p)},
         accelerator=True,
+        launched=True,
         deps=("data", "models/base", *_TRAINING_CODE, *_MONITOR_CODE, *_GRADING_CODE),
         # The monitor samples and grades (problem): read by the stage only when monitor.enabled.
         params=("study.seed", "model", "problem", "warmup", "monitor"),
@@ -228,6 +232,7 @@ STAGES: tuple[Stage, ...] = (
         per_variant=True,
         accelerator=True,
         replicated=True,
+        launched=True,
         deps=(
             "data",
             "models/warmup",
@@ -469,8 +474,13 @@ def stage_entry(stage: Stage, study: Params, code_root: str = ".") -> dict[str, 
     if any("{each}" in d or "{rep}" in d for d in stage.deps):
         cmd += " --variants " + ",".join(study.run_variants)  # the stage checks these are study.run (stale dvc.yaml)
     body: dict[str, Any] = {"cmd": cmd}
-    deps = _code_relative_to(stage.deps, code_root)
-    for key, templates in (("deps", deps), ("params", stage.params), ("outs", stage.outs)):
+    deps, stage_params = _code_relative_to(stage.deps, code_root), stage.params
+    if stage.launched and study.launch != LaunchConfig():
+        # A launched stage tracks how it is launched (the batch per step); a one-process study's dvc.yaml
+        # does not name the section, so its params.yaml need not write it.
+        stage_params = (*stage_params, "launch")
+        deps = (*deps, *([study.launch.config_file] if study.launch.config_file else []))
+    for key, templates in (("deps", deps), ("params", stage_params), ("outs", stage.outs)):
         if templates:
             body[key] = _expand(templates, study, item)
     if stage.uncached_outs:

@@ -409,6 +409,29 @@ def stage_run(
         handle.end(status)
 
 
+class _Untracked:
+    """What a stage logs through on a launch's processes other than 0: nothing (process 0 logs the run)."""
+
+    run_id = None
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        pass
+
+    def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+        pass
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        pass
+
+    def trainer_callback(self):
+        from transformers import TrainerCallback
+
+        return TrainerCallback()
+
+
+UNTRACKED = _Untracked()
+
+
 class TrackingStoreError(StageError):
     """The tracking store cannot be opened or written; nothing of the stage ran."""
 

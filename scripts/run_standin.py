@@ -12,7 +12,9 @@ a time, as ``flows/study.py --study pipelines/<study>``). Exit status: DVC's (th
 
 ``--micro`` lays :data:`aligntrain.standins.MICRO` over the stand-in sizes (training of two steps,
 the diagnostics' own sampling cut down): the wiring check of the tests, about a minute a study.
-``--run a,b`` runs those variants of the catalog only.
+``--run a,b`` runs those variants of the catalog only. ``--processes N`` (and ``--accelerate
+fsdp2.yaml``) runs the training stages as N processes under accelerate launch (params' ``launch``);
+``--until train`` reproduces that stage and what it needs only.
 
 DEST is emptied first only when it is a folder this script made (it holds ``.aligntrain-scratch``)
 or is empty; anything else is refused, and nothing is deleted.
@@ -74,6 +76,11 @@ def main() -> int:
     )
     parser.add_argument("--micro", action="store_true", help="the micro size (aligntrain.standins.MICRO)")
     parser.add_argument("--run", default="", help="comma-separated variants to run (default: the study's)")
+    parser.add_argument("--processes", type=int, default=1, help="processes per training stage (launch.num_processes)")
+    parser.add_argument(
+        "--accelerate", default="", help="an accelerate config of the repository's accelerate/, e.g. fsdp2.yaml"
+    )
+    parser.add_argument("--until", default="", help="reproduce this stage and what it needs only (e.g. train)")
     args = parser.parse_args()
     study = Path(args.study).resolve().relative_to(ROOT)
     if not (ROOT / study / "standin.yaml").is_file():
@@ -90,6 +97,12 @@ def main() -> int:
             params = restrict_run(params, args.run.split(","))
         except ValueError as err:
             parser.error(f"--run: {err}")
+    if args.processes > 1 or args.accelerate:
+        launched = {"num_processes": args.processes}
+        if args.accelerate:
+            checkout = Path(os.path.relpath(ROOT, ROOT / study))  # ../.. from pipelines/<study>
+            launched["config_file"] = (checkout / "accelerate" / args.accelerate).as_posix()
+        params, laid = overlay(params, {"launch": launched}), laid + f" and launch {launched}"
     dest = Path(args.dest).resolve()
     fresh_destination(dest)
     copy_checkout(ROOT, dest)
@@ -112,7 +125,7 @@ def main() -> int:
     if args.flow:
         command = [sys.executable, str(dest / "flows" / "study.py"), "--root", str(dest), "--study", str(study)]
     else:
-        command = ["dvc", "repro", f"{study}/dvc.yaml"]
+        command = ["dvc", "repro", f"{study}/dvc.yaml" + (f":{args.until}" if args.until else "")]
     done = subprocess.run(command, cwd=dest, env=env)
     print(f"stand-in {study}: {command[1]} exit {done.returncode} after {time.monotonic() - start:.0f} s in {dest}")
     return done.returncode

@@ -438,7 +438,7 @@ def test_a_run_that_trains_fewer_steps_than_asked_fails_and_saves_nothing(tiny_m
             tmp_path / "ck",
             reward_fn=length_mod_3,
             seed=0,
-            save_final=lambda: saved.append(True),
+            save_final=lambda state_dict: saved.append(state_dict is None),
         )
     assert saved == []
 

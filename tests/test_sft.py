@@ -494,7 +494,7 @@ def test_a_failed_save_keeps_the_checkpoints_and_the_rerun_does_not_train_again(
     model, tokenizer = tiny_model
     rows, optim = arith_rows["train"], _optim(6)
 
-    def read_only_disk():
+    def read_only_disk(state_dict):
         raise PermissionError("models/variants is read-only")
 
     with pytest.raises(PermissionError):
@@ -518,7 +518,7 @@ def test_a_failed_save_keeps_the_checkpoints_and_the_rerun_does_not_train_again(
         tmp_path / "run",
         max_length=128,
         seed=0,
-        save_final=lambda: saved.append(True),
+        save_final=lambda state_dict: saved.append(state_dict is None),
     )
     assert metrics["resumed_from_step"] == 6 and saved == [True]
     assert not (tmp_path / "run").exists()

@@ -57,7 +57,12 @@ def load_model_and_tokenizer(
     return model, tokenizer
 
 
-def save_model_and_tokenizer(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, path: str | Path) -> None:
+def save_model_and_tokenizer(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    path: str | Path,
+    state_dict: dict | None = None,
+) -> None:
     """``save_pretrained`` into a temporary sibling, then an atomic rename.
 
     A model with NaN or inf weights (a diverged run) is refused before anything
@@ -66,26 +71,41 @@ def save_model_and_tokenizer(model: PreTrainedModel, tokenizer: PreTrainedTokeni
     A ``PeftModel`` (LoRA, QLoRA) is saved merged: its adapter goes to ``path/adapter``
     (peft's format) and is merged into the base weights (:func:`merge_adapter`), and
     ``path`` holds the plain full model, which ``from_pretrained`` loads without peft.
+
+    ``state_dict``: the weights gathered from a sharded model (FSDP, ZeRO-3:
+    ``training.schedule.gathered_state_dict``), saved instead of the module's own, which
+    hold only this process's shards. A LoRA adapter from it is merged into the base
+    reloaded from where it was loaded (the sharded module cannot be merged in one process).
     """
-    _check_finite_weights(model, path)
+    if state_dict is None:
+        _check_finite_weights(model, path)
+    else:
+        _check_finite(state_dict.items(), path)
     with atomic_directory(path) as tmp:
         if is_peft_model(model):
-            model.save_pretrained(tmp / ADAPTER_DIR, selected_adapters=[ADAPTER_NAME])
-            model = merge_adapter(model, tmp / ADAPTER_DIR)
+            model.save_pretrained(tmp / ADAPTER_DIR, selected_adapters=[ADAPTER_NAME], state_dict=state_dict)
+            model = merge_adapter(model, tmp / ADAPTER_DIR, reload_base=state_dict is not None)
             _check_finite_weights(model, path)
-        model.save_pretrained(tmp)
+            model.save_pretrained(tmp)
+        else:
+            model.save_pretrained(tmp, state_dict=state_dict)
         tokenizer.save_pretrained(tmp)
 
 
 def _check_finite_weights(model: PreTrainedModel, path: str | Path) -> None:
     """ValueError naming ``path`` and the count of non-finite values if any weight is NaN or inf."""
+    # named_parameters lists a tied weight (embeddings = LM head) once, so nothing is counted twice.
+    _check_finite(model.named_parameters(), path)
+
+
+def _check_finite(named_tensors, path: str | Path) -> None:
+    """ValueError naming ``path`` if a tensor of ``(name, tensor)`` pairs holds NaN or inf."""
     import torch
 
     bad: dict[str, int] = {}
-    # named_parameters lists a tied weight (embeddings = LM head) once, so nothing is counted twice.
-    for name, tensor in model.named_parameters():
+    for name, tensor in named_tensors:
         # One isfinite().all() per tensor; values are counted only in a tensor that fails.
-        if not bool(torch.isfinite(tensor).all()):
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
             bad[name] = int((~torch.isfinite(tensor)).sum())
     if bad:
         names = ", ".join(list(bad)[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")

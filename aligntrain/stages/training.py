@@ -24,6 +24,7 @@ from transformers import TrainerCallback
 
 from aligntrain.config import OptimConfig, Params
 from aligntrain.io import fingerprint
+from aligntrain.launch import main_process
 from aligntrain.models import (
     apply_lora,
     build_char_tokenizer,
@@ -77,7 +78,7 @@ def _monitor(
 
 def _header_unless_monitored(params: Params, csv_path) -> None:
     """Without the monitor the stage's plot still exists (a DVC output): its header alone."""
-    if not params.monitor.enabled:
+    if not params.monitor.enabled and main_process():
         write_monitor_csv(None, csv_path)
 
 
@@ -128,7 +129,7 @@ def _fit(
 
 def _saver(model, tokenizer, path):
     """Saves the trained model (merged, for LoRA); the trainer calls it before removing its checkpoints."""
-    return lambda: save_model_and_tokenizer(model, tokenizer, path)
+    return lambda state_dict=None: save_model_and_tokenizer(model, tokenizer, path, state_dict=state_dict)
 
 
 def _load_for_training(params: Params, path, *, adapters: bool = True):
@@ -165,7 +166,8 @@ def pretrain(
         check_quantization_supported(params.model.lora.quantization)
     if params.model.base_model:
         model, tokenizer = load_pretrained(params.model)
-        save_model_and_tokenizer(model, tokenizer, paths.base_model)
+        if main_process():  # the other processes of a launch have nothing to do
+            save_model_and_tokenizer(model, tokenizer, paths.base_model)
         return {"pretrain_skipped": 1.0}
     texts = list(corpus) + [r[f] for rows in splits.values() for r in rows for f in ("prompt", "completion")]
     tokenizer = build_char_tokenizer(texts)
@@ -250,14 +252,16 @@ def train_variant(
     fit = _TRAINERS[objective.kind]
     metrics = fit(params, paths, variant, objective, model, tokenizer, train_rows, val_rows, callbacks, source_rows)
     if objective.kind == "none":
-        write_monitor_csv(None, csv_path)  # nothing trained, nothing measured
+        if main_process():
+            write_monitor_csv(None, csv_path)  # nothing trained, nothing measured
     else:
         _header_unless_monitored(params, csv_path)
     return metrics
 
 
 def _no_training(params, paths, variant, objective, model, tokenizer, train_rows, val_rows, callbacks, source_rows):
-    save_model_and_tokenizer(model, tokenizer, paths.variant_model(variant))
+    if main_process():
+        save_model_and_tokenizer(model, tokenizer, paths.variant_model(variant))
     return {"train_steps": 0.0}
 
 

@@ -451,7 +451,7 @@ def train_rl(
     binary_rewards: bool | None = None,
     seed: int,
     callbacks: Sequence[TrainerCallback] = (),
-    save_final: Callable[[], None] | None = None,
+    save_final: Callable[[dict | None], None] | None = None,
 ) -> dict[str, float]:
     """Train ``model`` in place for ``config.steps`` RL steps and return the final metrics.
 
@@ -495,6 +495,7 @@ def train_rl(
     last, last_step = last_checkpoint(checkpoint_dir)
     result = trainer.train(resume_from_checkpoint=last)
     metrics = run_metrics(result, last_step)
+    metrics["processes"] = float(trainer.accelerator.num_processes)
     metrics["unscorable_total"] = float(trainer.unscorable_total)
     # A step with no scorable reward logs None (TRL); the last scored one is the run's reward.
     logged_rewards = [entry["reward"] for entry in trainer.state.log_history if entry.get("reward") is not None]

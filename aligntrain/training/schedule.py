@@ -229,7 +229,7 @@ class IncompleteTraining(StageError):
     """The trainer stopped before the steps it was asked for: nothing is saved as the trained model."""
 
 
-def finish_run(trainer, checkpoint_dir: Path, save_final: Callable[[], None] | None) -> None:
+def finish_run(trainer, checkpoint_dir: Path, save_final: Callable[[dict | None], None] | None) -> None:
     """Save the final model, then remove the checkpoints, in that order.
 
     A run that stopped short of ``max_steps`` raises :class:`IncompleteTraining` and saves
@@ -238,7 +238,8 @@ def finish_run(trainer, checkpoint_dir: Path, save_final: Callable[[], None] | N
     If saving fails (read-only folder, full disk), the checkpoints stay and a re-run
     resumes at the last step instead of starting again. Every rank is past its last
     checkpoint write before the main process saves and deletes, and none returns
-    before the checkpoints are gone.
+    before the checkpoints are gone. ``save_final`` gets the gathered weights of a sharded
+    model (:func:`gathered_state_dict`), or None.
     """
     done, asked = trainer.state.global_step, trainer.args.max_steps
     if done < asked:
@@ -249,8 +250,26 @@ def finish_run(trainer, checkpoint_dir: Path, save_final: Callable[[], None] | N
             f"batch of {batch} per device (is the batch size larger than the data?)"
         )
     trainer.accelerator.wait_for_everyone()
+    state_dict = gathered_state_dict(trainer)  # a collective: every rank takes part
     if trainer.accelerator.is_main_process:
         if save_final is not None:
-            save_final()
+            save_final(state_dict)
         shutil.rmtree(checkpoint_dir, ignore_errors=True)
     trainer.accelerator.wait_for_everyone()
+
+
+def gathered_state_dict(trainer) -> dict | None:
+    """The whole model's weights, gathered from its shards (FSDP, DeepSpeed ZeRO-3); None when unsharded.
+
+    Each process of a sharded run holds a slice of every weight, so the process that saves
+    must first gather them all (``Accelerator.get_state_dict``: FSDP's full state dict,
+    ZeRO-3's 16-bit consolidation), and every process has to take part. Unsharded (one
+    process, DDP, ZeRO-1/2) the main process's own module is whole: None, save it as it is.
+    """
+    if getattr(trainer, "is_fsdp_enabled", False):
+        return trainer.accelerator.get_state_dict(trainer.model)
+    if getattr(trainer, "is_deepspeed_enabled", False):
+        plugin = trainer.accelerator.state.deepspeed_plugin
+        if plugin is not None and plugin.zero_stage == 3:
+            return trainer.accelerator.get_state_dict(trainer.model_wrapped)
+    return None

@@ -235,7 +235,7 @@ def train_sft(
     max_length: int,
     seed: int,
     callbacks: Sequence[TrainerCallback] = (),
-    save_final: Callable[[], None] | None = None,
+    save_final: Callable[[dict | None], None] | None = None,
     answer_class: Callable[[str], Hashable | None] | None = None,
     answer_sampling: SamplingConfig | None = None,
 ) -> dict[str, float]:
@@ -280,6 +280,7 @@ def train_sft(
     last, last_step = last_checkpoint(checkpoint_dir)
     result = trainer.train(resume_from_checkpoint=last)
     metrics = run_metrics(result, last_step)
+    metrics["processes"] = float(trainer.accelerator.num_processes)
     if eval_rows:
         eval_metrics = trainer.evaluate()
         metrics.update({k: float(v) for k, v in eval_metrics.items() if isinstance(v, (int, float))})
