@@ -40,6 +40,9 @@ VariantOpt = typer.Option(..., "--variant", "-v", help="Variant name from params
 VariantsOpt = typer.Option(
     "", "--variants", help="Comma-separated variants dvc.yaml was generated for (checked against study.run)."
 )
+ProcessesOpt = typer.Option(
+    1, "--processes", help="Processes dvc.yaml was generated for (checked against launch.num_processes)."
+)
 
 
 def _fail(message: str) -> None:
@@ -56,7 +59,9 @@ def _load(params_file: str, root: str):
         _fail(str(err))
 
 
-def run_stage(stage: pipeline.Stage, params_file: str, root: str, variant: str | None, variants: str) -> dict:
+def run_stage(
+    stage: pipeline.Stage, params_file: str, root: str, variant: str | None, variants: str, processes: int = 1
+) -> dict:
     """Validate, open the stage's MLflow child run, run it, log its metrics and artifacts."""
     from aligntrain import tracking
     from aligntrain.paths import StudyPaths
@@ -68,6 +73,12 @@ def run_stage(stage: pipeline.Stage, params_file: str, root: str, variant: str |
             params = params.for_replicate(variant)  # a seed replicate trains and samples under its own seed
         if variants:
             pipeline.check_variants(params, variants.split(","))
+        if stage.launched and processes != params.launch.num_processes:
+            # dvc.yaml tracks the launch section only when it launches: a stale one would not re-run the stage.
+            raise ValueError(
+                f"launch.num_processes is {params.launch.num_processes} but dvc.yaml was written for {processes}: "
+                f"run `aligntrain pipeline --root {root}` (make study does) and reproduce again"
+            )
         tracking.check_tracking_server(Path(root))
     except (ValueError, ConnectionError) as err:
         _fail(str(err))
@@ -103,7 +114,7 @@ def _relaunch(stage, params, params_file: str, root: str, variant: str | None, v
     config_path = Path(root) / config if config else None
     if config_path is not None and not config_path.is_file():
         _fail(f"launch.config_file: {config_path} does not exist (the repository's accelerate/ holds the configs)")
-    args = [stage.command, "--params", params_file, "--root", root]
+    args = [stage.command, "--params", params_file, "--root", root, "--processes", str(params.launch.num_processes)]
     args += ["--variant", variant] if variant is not None else []
     args += ["--variants", variants] if variants else []
     command = launch.launch_command(params.launch.num_processes, config_path, threads, args, launch.free_port())
@@ -138,13 +149,19 @@ def _command(stage: pipeline.Stage):
     if stage.per_variant:
 
         def command(
-            variant: str = VariantOpt, params: str = ParamsOpt, root: str = RootOpt, variants: str = VariantsOpt
+            variant: str = VariantOpt,
+            params: str = ParamsOpt,
+            root: str = RootOpt,
+            variants: str = VariantsOpt,
+            processes: int = ProcessesOpt,
         ) -> None:
-            run_stage(stage, params, root, variant, variants)
+            run_stage(stage, params, root, variant, variants, processes)
     else:
 
-        def command(params: str = ParamsOpt, root: str = RootOpt, variants: str = VariantsOpt) -> None:
-            run_stage(stage, params, root, None, variants)
+        def command(
+            params: str = ParamsOpt, root: str = RootOpt, variants: str = VariantsOpt, processes: int = ProcessesOpt
+        ) -> None:
+            run_stage(stage, params, root, None, variants, processes)
 
     command.__doc__ = stage.summary
     return command

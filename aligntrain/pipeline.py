@@ -477,7 +477,9 @@ def stage_entry(stage: Stage, study: Params, code_root: str = ".") -> dict[str, 
     deps, stage_params = _code_relative_to(stage.deps, code_root), stage.params
     if stage.launched and study.launch != LaunchConfig():
         # A launched stage tracks how it is launched (the batch per step); a one-process study's dvc.yaml
-        # does not name the section, so its params.yaml need not write it.
+        # does not name the section, so its params.yaml need not write it. The command names the process
+        # count, which the stage checks against params: a dvc.yaml not regenerated after a change is refused.
+        body["cmd"] += f" --processes {study.launch.num_processes}"
         stage_params = (*stage_params, "launch")
         deps = (*deps, *([study.launch.config_file] if study.launch.config_file else []))
     for key, templates in (("deps", deps), ("params", stage_params), ("outs", stage.outs)):

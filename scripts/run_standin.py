@@ -14,7 +14,8 @@ a time, as ``flows/study.py --study pipelines/<study>``). Exit status: DVC's (th
 the diagnostics' own sampling cut down): the wiring check of the tests, about a minute a study.
 ``--run a,b`` runs those variants of the catalog only. ``--processes N`` (and ``--accelerate
 fsdp2.yaml``) runs the training stages as N processes under accelerate launch (params' ``launch``);
-``--until train`` reproduces that stage and what it needs only.
+``--until train`` reproduces that stage and what it needs only; ``--set train.batch_size=2`` sets one
+more parameter.
 
 DEST is emptied first only when it is a folder this script made (it holds ``.aligntrain-scratch``)
 or is empty; anything else is refused, and nothing is deleted.
@@ -81,6 +82,9 @@ def main() -> int:
         "--accelerate", default="", help="an accelerate config of the repository's accelerate/, e.g. fsdp2.yaml"
     )
     parser.add_argument("--until", default="", help="reproduce this stage and what it needs only (e.g. train)")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="one more parameter, e.g. train.batch_size=2"
+    )
     args = parser.parse_args()
     study = Path(args.study).resolve().relative_to(ROOT)
     if not (ROOT / study / "standin.yaml").is_file():
@@ -103,6 +107,17 @@ def main() -> int:
             checkout = Path(os.path.relpath(ROOT, ROOT / study))  # ../.. from pipelines/<study>
             launched["config_file"] = (checkout / "accelerate" / args.accelerate).as_posix()
         params, laid = overlay(params, {"launch": launched}), laid + f" and launch {launched}"
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            parser.error(f"--set {item!r}: give KEY=VALUE")
+        tree: dict = {}
+        node = tree
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = yaml.safe_load(value)
+        params, laid = overlay(params, tree), laid + f" and {key} = {value}"
     dest = Path(args.dest).resolve()
     fresh_destination(dest)
     copy_checkout(ROOT, dest)

@@ -72,6 +72,7 @@ def test_only_a_launched_study_tracks_its_launch_in_dvc_yaml():
     for name in ("pretrain", "warmup", "train"):
         body = launched[name].get("do", launched[name])
         assert "launch" in body["params"] and "accelerate/fsdp2.yaml" in body["deps"], name
+        assert body["cmd"].endswith(" --processes 2"), body["cmd"]  # checked by the stage against params
     for name in ("prepare", "rollouts", "evaluate", "compare", "report"):
         body = launched[name].get("do", launched[name])
         assert "launch" not in body.get("params", []), name
@@ -140,3 +141,17 @@ def test_a_gathered_lora_adapter_is_merged_into_the_reloaded_base(tiny_model, tm
     assert torch.equal(
         saved["model.layers.0.self_attn.k_proj.weight"], before["model.layers.0.self_attn.k_proj.weight"]
     )
+
+
+def test_a_stage_refuses_a_dvc_yaml_written_for_another_process_count(tmp_path):
+    """params say 2 processes, the command (a dvc.yaml not regenerated) says 1: refused before any work."""
+    from typer.testing import CliRunner
+
+    from aligntrain.cli import app
+
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(_launched(num_processes=2)))
+    out = CliRunner().invoke(app, ["train", "--variant", "ce", "--root", str(tmp_path)])
+    assert out.exit_code == 2
+    assert "launch.num_processes is 2 but dvc.yaml was written for 1" in out.stderr
+    assert "aligntrain pipeline --root" in out.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"], "nothing ran, no MLflow store"

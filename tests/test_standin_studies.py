@@ -154,3 +154,34 @@ def test_tang_codecontests_runs_end_to_end_on_stand_ins(tmp_path):
     assert all(row["id"].startswith("code_contests-cc-") and row["completion"].startswith("```python") for row in test)
     report = (study / "reports" / "index.md").read_text()
     assert "| `loo_pass_at_k` | rl | " in report
+
+
+@pytest.mark.slow
+def test_a_training_stage_launches_itself_as_two_processes_under_dvc_repro(tmp_path):
+    """pipelines/dco_math with launch.num_processes 2: `dvc repro` runs each training stage's command, which
+    relaunches itself under accelerate launch (two gloo processes on CPU); process 0 alone logs and saves."""
+    dest = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k != "STAGEHOST_SOCKET"}  # its subject is the processes
+    command = [sys.executable, str(ROOT / "scripts" / "run_standin.py"), "pipelines/dco_math", str(dest)]
+    flags = ["--micro", "--run", "ce", "--processes", "2", "--until", "train"]
+    done = subprocess.run([*command, *flags], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    for stage in ("warmup", "train"):
+        assert f"{stage}: 2 processes: -m accelerate.commands.launch --num_processes 2" in done.stderr, stage
+    study = dest / "pipelines" / "dco_math"
+    lock = yaml.safe_load((study / "dvc.lock").read_text())["stages"]
+    assert {"prepare", "pretrain", "warmup", "train@ce"} <= set(lock) and "rollouts@ce" not in lock
+    assert lock["train@ce"]["params"]["params.yaml"]["launch"] == {"num_processes": 2}
+    status = subprocess.run(
+        ["dvc", "status", "pipelines/dco_math/dvc.yaml:train"], cwd=dest, env=env, capture_output=True, text=True
+    )
+    assert "up to date" in status.stdout, status.stdout
+    assert _moved_from_warmup(study, "ce")
+    import sqlite3
+
+    with sqlite3.connect(dest / "mlflow.db") as db:
+        runs = db.execute(
+            "select r.name, m.value from runs r left join metrics m on m.run_uuid = r.run_uuid and m.key = 'processes' "
+            "where r.name in ('warmup', 'train@ce')"
+        ).fetchall()
+    assert sorted(runs) == [("train@ce", 2.0), ("warmup", 2.0)], "one MLflow run per stage, from process 0"
