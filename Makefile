@@ -46,8 +46,9 @@ check-gpu-env:
 	scripts/check_gpu_env.sh
 
 # Where a GPU is lent: vLLM vs HF pool generation, bf16 log-probabilities vLLM vs HF, one GRPO
-# step with vLLM colocated, one QLoRA SFT step, on a small local model (build/gpu_check.json); its
-# last lines say which checks ran and which were skipped (vLLM or bitsandbytes missing) or failed.
+# step with vLLM colocated, one QLoRA SFT step, the gathered save of FSDP2 and ZeRO-3 (accelerate/),
+# on a small local model (build/gpu_check.json); its last lines say which checks ran and which were
+# skipped (vLLM, bitsandbytes or DeepSpeed missing) or failed.
 .PHONY: gpu-check
 gpu-check: $(VENV_GPU)/.installed
 	$(BIN_GPU)/python scripts/gpu_check.py

@@ -14,7 +14,12 @@ nothing is downloaded) it measures, and writes to ``build/gpu_check.json``:
    float64 log-probability path), and with vLLM colocated when vLLM is installed;
 4. one LoRA SFT step (bf16 base, peft adapters) with the Pass@N objective, one DCO_a step
    (completions sampled on CUDA inside the step), and one QLoRA step (4-bit NF4 through
-   bitsandbytes) when bitsandbytes is installed.
+   bitsandbytes) when bitsandbytes is installed;
+5. the final save of a sharded model: two SFT steps under ``accelerate launch`` with
+   ``accelerate/fsdp2.yaml`` and (when DeepSpeed is installed) ``accelerate/zero3.yaml``, one
+   process, saved as a training stage saves (``scripts/gpu_sharded_save.py``); the model written
+   must load with ``from_pretrained``, whole, finite and trained. (Both need CUDA: on CPU
+   accelerate runs any config as plain data parallel.)
 
 Each check runs on its own and reports its error rather than stopping the others; a check
 whose package (vLLM, bitsandbytes) is not installed is reported as skipped. The last lines on
@@ -192,6 +197,41 @@ def check_sft_step(model: Path, folder: Path, objective_name: str, quantization:
     return metrics
 
 
+def check_sharded_save(model: Path, folder: Path, config: str) -> dict:
+    """Two SFT steps under ``accelerate launch --config_file accelerate/<config>.yaml`` (one process, the
+    GPU lent) and the stage's final save (scripts/gpu_sharded_save.py): the model it writes must load
+    with ``from_pretrained``, hold every weight of the input, all finite, and differ from it (trained)."""
+    import subprocess
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from aligntrain.launch import free_port
+
+    if config == "zero3" and not _installed("deepspeed"):
+        return {"skipped": "deepspeed is not installed"}
+    out, checkpoints = folder / f"sharded-{config}", folder / f"sharded-{config}-checkpoints"
+    command = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "1"]
+    command += ["--config_file", str(ROOT / "accelerate" / f"{config}.yaml"), "--main_process_port", str(free_port())]
+    command += [str(ROOT / "scripts" / "gpu_sharded_save.py"), str(model), str(out), str(checkpoints)]
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        raise RuntimeError(f"launch exit {done.returncode}: {done.stderr[-1500:]}")
+    seconds = time.perf_counter() - start
+    before = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32).state_dict()
+    after = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).state_dict()
+    missing = sorted(set(before) - set(after))
+    if missing:
+        raise RuntimeError(f"the saved model lacks {len(missing)} weights, e.g. {missing[:3]}")
+    if not all(bool(torch.isfinite(t).all()) for t in after.values()):
+        raise RuntimeError("the saved model has non-finite weights")
+    moved = max(float((after[k] - before[k]).abs().max()) for k in before)
+    if moved == 0.0:
+        raise RuntimeError("the saved weights are the input's: the trained (gathered) weights were not written")
+    return {"seconds": seconds, "weights": len(after), "max_weight_change": moved}
+
+
 def summary_lines(report: dict, checks: Iterable[str]) -> list[str]:
     """One line per check of ``report``: ran, skipped (and why) or failed (and the error).
 
@@ -245,6 +285,8 @@ def main() -> int:
             "lora_sft_step_pass_at_n": lambda: check_sft_step(model, folder, "pass_at_n", "none"),
             "lora_sft_step_dco_a": lambda: check_sft_step(model, folder, "dco_a", "none"),
             "qlora_sft_step": lambda: check_sft_step(model, folder, "pass_at_n", "nf4"),
+            "fsdp2_gathered_save": lambda: check_sharded_save(model, folder, "fsdp2"),
+            "zero3_gathered_save": lambda: check_sharded_save(model, folder, "zero3"),
         }
         for name, check in checks.items():
             try:
