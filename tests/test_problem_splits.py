@@ -25,12 +25,19 @@ PINNED = {
         (1, 2, 3, 4, 5),
         "80d70c7d0b225f1238e7c876cf0d1d9747159ae0d5f21ed732359251c978d9c8",
     ),
-    # pipelines/hydro/params.yaml
+    # pipelines/hydro/params.yaml before 2026-11-27 (levels 1 and 2)
     "hydro": (
         hydro,
         {"train": 4000, "validation": 200, "test": 100},
         (1, 2),
         "6511baef2651a6209167a416daca127ba53ea8dd427f0db4e3b548574b4482f1",
+    ),
+    # pipelines/hydro/params.yaml: the complement task and the valley family (distinct test tasks)
+    "hydro-2-3": (
+        hydro,
+        {"train": 4000, "validation": 200, "test": 100},
+        (2, 3),
+        "e1e0ee2105284c5f2fb1948239765deac612853f3a95fdea62f4bc4c5ba184a7",
     ),
     # profiles/code.yaml
     "code": (
