@@ -660,8 +660,8 @@ class Params(Strict):
             if self.rl is None:
                 raise ValueError(f"variants.{name} is an RL variant: params need an 'rl' section")
             if self.rl.batch_size % self.rl.num_generations:
-                # A stage is one process: its batch must hold whole groups. (Across processes TRL
-                # checks the global batch itself, so RLConfig leaves this to TRL.)
+                # Each process's batch (batch_size is per process, also under launch) holds whole
+                # groups: stricter than TRL, which checks only the global batch across processes.
                 raise ValueError(
                     f"rl.batch_size ({self.rl.batch_size}) must be a multiple of rl.num_generations "
                     f"({self.rl.num_generations}): each step holds whole groups"
