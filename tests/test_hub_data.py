@@ -822,10 +822,21 @@ def test_params_name_the_problem_and_its_options(tmp_path):
         parse_params(raw)
 
 
-def test_prepare_stage_reads_gsm8k_from_local_parquet(tmp_path, monkeypatch):
-    """``aligntrain prepare`` with params naming gsm8k and local parquet in the hub schema."""
+def _prepare_with(tmp_path, monkeypatch, raw: dict) -> dict:
+    """``aligntrain prepare`` in ``tmp_path`` with ``raw`` (the smoke profile, its problem of 3 train and 2
+    test prompts) as params.yaml: its metrics."""
     from aligntrain import pipeline
     from aligntrain.cli import run_stage
+
+    raw["rl"]["batch_size"] = 3 * raw["rl"]["num_generations"]  # a step of RL fits the 3 training prompts
+    raw["diagnostics"]["oracle"]["prompts"] = 2  # the oracle probes at most the 2 test prompts
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    return run_stage(pipeline.get_stage("prepare"), "params.yaml", str(tmp_path), None, "")
+
+
+def test_prepare_stage_reads_gsm8k_from_local_parquet(tmp_path, monkeypatch):
+    """``aligntrain prepare`` with params naming gsm8k and local parquet in the hub schema."""
 
     files = {
         split: str(_write_parquet(tmp_path / "gsm8k" / f"{split}.parquet", records, GSM8K_SCHEMA))
@@ -845,11 +856,7 @@ def test_prepare_stage_reads_gsm8k_from_local_parquet(tmp_path, monkeypatch):
             "validation_fraction": 0.5,
         },
     }
-    raw["rl"]["batch_size"] = 3 * raw["rl"]["num_generations"]  # a step of RL fits the 3 training prompts
-    raw["diagnostics"]["oracle"]["prompts"] = 2  # the oracle probes at most the 2 test prompts
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    metrics = run_stage(pipeline.get_stage("prepare"), "params.yaml", str(tmp_path), None, "")
+    metrics = _prepare_with(tmp_path, monkeypatch, raw)
     assert metrics == {"train_rows": 3, "validation_rows": 1, "test_rows": 2, "corpus_texts": 8}
     problem = get_problem("gsm8k")
     prepared = {
@@ -865,8 +872,6 @@ def test_prepare_stage_reads_gsm8k_from_local_parquet(tmp_path, monkeypatch):
 
 def test_prepare_stage_writes_answer_only_math_train_rows_under_target_answer(tmp_path, monkeypatch):
     """``aligntrain prepare`` with ``problem.options.target: answer``: train and validation answer-only, test not."""
-    from aligntrain import pipeline
-    from aligntrain.cli import run_stage
 
     train = [
         str(_write_parquet(tmp_path / "math" / f"{subject}-train.parquet", records, MATH_SCHEMA))
@@ -888,11 +893,7 @@ def test_prepare_stage_writes_answer_only_math_train_rows_under_target_answer(tm
             "target": "answer",
         },
     }
-    raw["rl"]["batch_size"] = 3 * raw["rl"]["num_generations"]  # a step of RL fits the 3 training prompts
-    raw["diagnostics"]["oracle"]["prompts"] = 2  # the oracle probes at most the 2 test prompts
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    metrics = run_stage(pipeline.get_stage("prepare"), "params.yaml", str(tmp_path), None, "")
+    metrics = _prepare_with(tmp_path, monkeypatch, raw)
     assert metrics == {"train_rows": 3, "validation_rows": 1, "test_rows": 2, "corpus_texts": 8}
     prepared = {
         split: pd.read_parquet(tmp_path / "data" / f"{split}.parquet").to_dict("records")
