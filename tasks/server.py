@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -19,11 +18,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from aligntrain.launch import free_port
 
 
 def _wait_healthy(url: str, server: subprocess.Popen, log: Path, timeout_s: float) -> None:
@@ -45,7 +40,7 @@ def local_prefect_server(checkout: Path, timeout_s: float = 120) -> Iterator[str
     """A loopback Prefect server (database in ``build/prefect``); yields its API URL."""
     home = checkout / "build" / "prefect"
     home.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}/api"
     log = home / "server.log"
     prefect = Path(sys.executable).with_name("prefect")

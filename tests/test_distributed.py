@@ -30,7 +30,6 @@ import json
 import math
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections import Counter
@@ -41,6 +40,7 @@ import pytest
 import torch
 
 from aligntrain.advantages import RewardHistory, compute_advantages
+from aligntrain.launch import free_port
 from aligntrain.losses import pass_at_n_weight
 
 pytestmark = pytest.mark.slow
@@ -55,12 +55,6 @@ LAUNCH_TIMEOUT_S = 300  # one launch takes ~15 s on 2 idle cores
 
 
 # --------------------------------------------------------------------------- launching
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _launch(out_dir: Path, *scenarios: str) -> None:
@@ -82,7 +76,7 @@ def _launch(out_dir: Path, *scenarios: str) -> None:
         "--num_cpu_threads_per_process",
         "1",
         "--main_process_port",
-        str(_free_port()),
+        str(free_port()),
         str(DRIVER),
         str(out_dir),
         *scenarios,
