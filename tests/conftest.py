@@ -49,6 +49,21 @@ def stage_commands(request, tmp_path_factory, worker_id):
     os.environ.pop(stagehost.SOCKET_ENV, None)
 
 
+@pytest.fixture(autouse=True)
+def tracking_environment_restored():
+    """Each test ends with the tracking variables it started with. ``mlflow.set_tracking_uri`` (an
+    in-process stage run) exports ``MLFLOW_TRACKING_URI``; left there, it would send every later
+    subprocess of the same xdist worker to that test's store instead of its own study folder's."""
+    names = ("MLFLOW_TRACKING_URI", "ALIGNTRAIN_PARENT_RUN_ID")
+    saved = {name: os.environ.get(name) for name in names}
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 def _shared_temp(tmp_path_factory, worker_id) -> Path:
     """The base temporary folder of the pytest run, the same for every xdist worker."""
     base = tmp_path_factory.getbasetemp()
