@@ -64,8 +64,8 @@ study: venv
 	python flows/study.py --study $(STUDY) --concurrency $(CONCURRENCY)
 
 study-plain: venv
-	aligntrain pipeline
-	scripts/plain_repro.sh
+	aligntrain pipeline --root $(STUDY)
+	cd $(STUDY) && $(CURDIR)/scripts/plain_repro.sh
 
 # Every study of the repository: the root's and each pipelines/<study>/ (pipelines/README.md).
 # The hub-scale ones need the GPU environment and their pre-fetched models.
@@ -73,9 +73,9 @@ pipelines: venv
 	aligntrain pipeline --all
 	dvc repro --all-pipelines
 
-# The smoke profile (profiles/smoke.yaml): the same stages, tiny sizes, in build/smoke.
+# The smoke study (pipelines/smoke/overrides.yaml): the default study's stages at toy sizes, in place.
 smoke: venv
-	ALIGNTRAIN_CONCURRENCY=$(CONCURRENCY) scripts/run_profile.sh profiles/smoke.yaml build/smoke
+	$(MAKE) study STUDY=pipelines/smoke
 
 # ---- GPU agents (docs/agents.md) ----------------------------------
 # HOST=0.0.0.0 serves other machines (put it behind your network's access control).

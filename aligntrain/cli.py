@@ -175,18 +175,39 @@ for _stage in pipeline.STAGES:
 def write_pipeline(
     params: str = ParamsOpt,
     root: str = RootOpt,
-    check: bool = typer.Option(False, "--check", help="Only check that dvc.yaml is current (exit 1 if not)."),
+    check: bool = typer.Option(
+        False, "--check", help="Only check that dvc.yaml (and a generated params.yaml) is current (exit 1 if not)."
+    ),
     all_studies: bool = typer.Option(
         False, "--all", help="Every study of the checkout at --root: its own and each pipelines/<study>/."
     ),
 ) -> None:
-    """Write dvc.yaml from the table of stages and params.yaml's study.run (per study folder)."""
-    from aligntrain.config import read_params_yaml
+    """Write dvc.yaml from the table of stages and params.yaml's study.run (per study folder).
+
+    A folder with an overrides.yaml first gets its params.yaml, generated from the overrides laid over
+    their base. Writing refuses a study whose output paths hold files its dvc.lock does not record:
+    `dvc repro` would delete them."""
+    import yaml
+
+    from aligntrain import study_folder
+    from aligntrain.config import ParamsError, read_params_yaml
     from aligntrain.io import write_text
 
     roots = pipeline.study_folders(Path(root)) if all_studies else [Path(root)]
     stale = []
     for folder in roots:
+        if (folder / study_folder.OVERRIDES).is_file():
+            try:
+                text = study_folder.render_params_yaml(folder)
+            except ParamsError as err:
+                _fail(str(err))
+            target = folder / params
+            if check:
+                if not target.is_file() or target.read_text() != text:
+                    stale.append(str(target))
+                    continue
+            else:
+                write_text(target, text)
         loaded = _load(params, str(folder))
         try:
             pipeline.check_written_params(loaded, read_params_yaml(folder / params), str(folder / params))
@@ -197,8 +218,15 @@ def write_pipeline(
         if check:
             if not target.is_file() or target.read_text() != text:
                 stale.append(str(target))
-        else:
-            write_text(target, text)
+            continue
+        foreign = study_folder.foreign_outputs(folder, yaml.safe_load(text), list(loaded.study.run))
+        if foreign:
+            _fail(
+                f"{folder}: {', '.join(foreign)} exist but {folder / 'dvc.lock'} does not record them, so this "
+                "study's stages did not write them, and `dvc repro` would delete them before running their "
+                "stages. Move them elsewhere (or delete them yourself); nothing was changed."
+            )
+        write_text(target, text)
     if stale:
         typer.echo(f"not current: {', '.join(stale)}: run `aligntrain pipeline --all`", err=True)
         raise typer.Exit(1)

@@ -446,8 +446,10 @@ PIPELINES = "pipelines"
 
 
 def study_folders(checkout: Path) -> list[Path]:
-    """Every study of a checkout: its root (the default study) and each ``pipelines/<study>/`` with a params.yaml."""
-    return [checkout, *sorted(p.parent for p in (checkout / PIPELINES).glob("*/params.yaml"))]
+    """Every study of a checkout: its root (the default study) and each ``pipelines/<study>/`` with a
+    params.yaml or an overrides.yaml (aligntrain.study_folder)."""
+    found = {p.parent for name in ("params.yaml", "overrides.yaml") for p in (checkout / PIPELINES).glob(f"*/{name}")}
+    return [checkout, *sorted(found)]
 
 
 def _code_relative_to(templates: tuple[str, ...], code_root: str) -> tuple[str, ...]:

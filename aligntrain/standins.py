@@ -48,7 +48,6 @@ Llama 3's byte-level tokenizer has none).
 
 from __future__ import annotations
 
-import copy
 import gzip
 import json
 import random
@@ -56,6 +55,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from aligntrain.study_folder import overlay
 
 #: the chat template of the GPT-2 stand-in (ProtGPT2 has none): one user turn, then the assistant's reply
 CHAT_TEMPLATE = (
@@ -651,14 +652,3 @@ def restrict_run(params: Mapping[str, Any], run: list[str]) -> dict[str, Any]:
     if restricted.get("diagnostics", {}).get("oracle", {}).get("variant", "warmup") not in run:
         restricted = overlay(restricted, {"diagnostics": {"oracle": {"variant": run[0]}}})
     return restricted
-
-
-def overlay(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
-    """``base`` with ``override`` laid over it: mappings merge key by key, anything else is replaced."""
-    merged = copy.deepcopy(dict(base))
-    for key, value in override.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = overlay(merged[key], value)
-        else:
-            merged[key] = copy.deepcopy(value)
-    return merged

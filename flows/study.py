@@ -167,7 +167,8 @@ def study_flow(
     )
 
     study_id = uuid.uuid4().hex[:12]
-    env: dict[str, str] = {"MLFLOW_TRACKING_URI": tracking.tracking_uri(checkout)}
+    store = checkout / study  # the study folder's MLflow store, as `dvc repro` of its stages uses
+    env: dict[str, str] = {"MLFLOW_TRACKING_URI": tracking.tracking_uri(store)}
     if agents:
         commit, remote_url, repo_url = _agent_settings(checkout, repo_url)
     else:
@@ -216,9 +217,9 @@ def study_flow(
             status = "KILLED"
         if parent and not os.environ.get(tracking.PARENT_ENV):
             if status == "KILLED":
-                tracking.end_study_run(parent, status, checkout)
+                tracking.end_study_run(parent, status, store)
             else:
-                close_study_run(str(checkout), parent, status)
+                close_study_run(str(store), parent, status)
     return {"stages": todo, "study_id": study_id, "agents": agents}
 
 

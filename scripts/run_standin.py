@@ -36,7 +36,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from aligntrain.standins import MICRO, overlay, restrict_run  # noqa: E402
+from aligntrain.standins import MICRO, restrict_run  # noqa: E402
+from aligntrain.study_folder import overlay  # noqa: E402
 
 SCRATCH_MARK = ".aligntrain-scratch"  # in every DEST this script made: the only folders it empties
 

@@ -17,13 +17,15 @@ from aligntrain.config import load_params
 
 @task(name="open-study-run", cache_policy=NO_CACHE)
 def open_study_run(checkout: str, study: str = ".") -> str:
-    """Check the tracking server answers, then create the parent run of the study in folder ``study``."""
-    root = Path(checkout)
-    tracking.check_tracking_server(root)
-    params = load_params(root / study / "params.yaml")
-    return tracking.start_study_run(params.study.name, params.study.experiment, root)
+    """Check the tracking server answers, then create the parent run of the study in folder ``study``
+    (in that folder's store, unless ``MLFLOW_TRACKING_URI`` names a server)."""
+    folder = Path(checkout) / study
+    tracking.check_tracking_server(folder)
+    params = load_params(folder / "params.yaml")
+    return tracking.start_study_run(params.study.name, params.study.experiment, folder)
 
 
 @task(name="close-study-run", cache_policy=NO_CACHE)
-def close_study_run(checkout: str, run_id: str, status: str) -> None:
-    tracking.end_study_run(run_id, status, Path(checkout))
+def close_study_run(folder: str, run_id: str, status: str) -> None:
+    """End the study's parent run in the store of the study in ``folder``."""
+    tracking.end_study_run(run_id, status, Path(folder))

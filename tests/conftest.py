@@ -170,7 +170,7 @@ def tiny_model(arith_rows):
 
 @pytest.fixture(scope="session")
 def plain_smoke_study(tmp_path_factory, worker_id):
-    """The smoke profile by `dvc repro` alone (scripts/run_profile.sh --plain): the reference run.
+    """The smoke study by `dvc repro` alone (scripts/plain_repro.sh), in a scratch copy: the reference run.
 
     Built once per pytest run: under pytest-xdist the workers share the base temporary folder,
     and the first worker that asks builds the study under a file lock while the others wait for it.
@@ -188,13 +188,15 @@ def plain_smoke_study(tmp_path_factory, worker_id):
 def _build_plain_smoke_study(study):
     import shutil
 
-    root = TESTS.parent
+    from scratch_study import root_study_copy, smoke_params
+
     shutil.rmtree(study.parent, ignore_errors=True)  # a half-built study of an interrupted worker
     study.parent.mkdir(parents=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "ALIGNTRAIN_", "PREFECT_"))}
+    root_study_copy(study, smoke_params(), env, "the smoke study")
     out = subprocess.run(
-        [str(root / "scripts" / "run_profile.sh"), str(root / "profiles" / "smoke.yaml"), str(study), "--plain"],
-        cwd=root,
+        [str(study / "scripts" / "plain_repro.sh")],
+        cwd=study,
         env=env,
         capture_output=True,
         text=True,

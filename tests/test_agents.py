@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -28,6 +27,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from scratch_study import root_study_copy, smoke_params
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -100,28 +100,15 @@ class Services:
 
 def _study_repository(scratch: Path, env: dict[str, str]) -> tuple[Path, Path]:
     """A bare ``origin`` holding the smoke study with a DVC remote configured, and that remote."""
-    src = scratch / "src"
-    files = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout.split("\0")
-    for name in filter(None, files):
-        if (ROOT / name).is_file():
-            (src / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, src / name)
-    # The smoke profile's `ce`: every kind of stage, on both pools, in the fewest stages.
-    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
+    # The smoke study's `ce`: every kind of stage, on both pools, in the fewest stages.
+    raw = smoke_params()
     raw["study"]["run"] = ["ce"]
     raw["diagnostics"]["oracle"]["variant"] = "ce"
-    (src / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
-    for path in ("dvc.lock", "metrics", "plots", "reports"):
-        shutil.rmtree(src / path, ignore_errors=True) if (src / path).is_dir() else (src / path).unlink(missing_ok=True)
+    src = root_study_copy(scratch / "src", raw, env, "smoke study")
     remote = scratch / "dvc-remote"
     remote.mkdir()
-    _run(["aligntrain", "pipeline"], src, env)
-    _run(["git", "init", "-q", "-b", "main"], src, env)
     _run(["dvc", "remote", "add", "-f", "-d", "study", str(remote)], src, env)
-    _run(["git", "add", "-A"], src, env)
-    _run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-qm", "smoke study"], src, env)
+    _run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-qam", "its DVC remote"], src, env)
     origin = scratch / "origin.git"
     _run(["git", "clone", "-q", "--bare", str(src), str(origin)], scratch, env)
     return origin, remote
@@ -255,7 +242,7 @@ def agents(tmp_path_factory):
             stderr=subprocess.STDOUT,
         )
         try:
-            # The gpu machine dies between two of pretraining's checkpoints (profiles/smoke.yaml: 200 steps,
+            # The gpu machine dies between two of pretraining's checkpoints (the smoke study: 200 steps,
             # one every 10), and a new worker starts on it.
             gpu = clones["machine-gpu"]
             deadline = time.monotonic() + 600

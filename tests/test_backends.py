@@ -157,7 +157,7 @@ def chat_study(tmp_path):
     from aligntrain.standins import write_standins
 
     written = write_standins(tmp_path / "standins", train_size=16, test_size=4)
-    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
+    raw = yaml.safe_load((ROOT / "pipelines" / "smoke" / "params.yaml").read_text())
     raw["model"] = {"base_model": str(written["mistral"]), "chat_template": True, "max_length": 256}
     raw["rollouts"].update(samples_per_prompt=2, max_new_tokens=6, batch_size=8)
     raw["diagnostics"]["budgets"] = [2]  # the efficiency budgets fit the pool of 2

@@ -1,4 +1,4 @@
-"""End to end: the smoke profile by `dvc repro` alone, and by the study flow (stages concurrently).
+"""End to end: the smoke study by `dvc repro` alone, and by the study flow (stages concurrently).
 
 The reference (`plain_smoke_study`, tests/conftest.py) runs the real chain without
 Prefect: DVC stages calling the `aligntrain` command line, MLflow into the copy's
@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from scratch_study import root_study_copy, smoke_params
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -164,7 +165,7 @@ def test_dvc_knows_what_a_change_invalidates(smoke_study):
 
 @pytest.fixture(scope="module")
 def flow_study(tmp_path_factory) -> dict:
-    """The smoke profile's `ce` through flows/study.py, two stages at a time: Ctrl-C during pretraining,
+    """The smoke study's `ce` through flows/study.py, two stages at a time: Ctrl-C during pretraining,
     then the same command again, to the end. SIGINT goes to the terminal's process group, as Ctrl-C sends it."""
     import signal
     import time
@@ -172,25 +173,24 @@ def flow_study(tmp_path_factory) -> dict:
     import psutil
 
     scratch = tmp_path_factory.mktemp("flow")
-    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
+    raw = smoke_params()
     raw["study"]["run"] = ["ce"]
     raw["diagnostics"]["oracle"]["variant"] = "ce"
-    profile = scratch / "profile.yaml"
-    profile.write_text(yaml.safe_dump(raw, sort_keys=False))
     study = scratch / "study"
     home = str(scratch / "prefect-home")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "ALIGNTRAIN_", "PREFECT_"))}
     env.pop("STAGEHOST_SOCKET", None)  # its subject is the processes: each stage a fresh one
     env["PREFECT_HOME"] = home
+    root_study_copy(study, raw, env)
     run = subprocess.Popen(
-        [str(ROOT / "scripts" / "run_profile.sh"), str(profile), str(study)],
-        cwd=ROOT,
+        [sys.executable, "flows/study.py"],
+        cwd=study,
         env=env,
         stdout=open(scratch / "first.log", "w"),
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    # profiles/smoke.yaml pretrains 200 steps with a checkpoint every 10: seconds of training are
+    # The smoke study pretrains 200 steps with a checkpoint every 10: seconds of training are
     # left when the first checkpoint appears, so the signal lands in the stage.
     deadline = time.monotonic() + 600
     while not list((study / "checkpoints").glob("pretrain-*/checkpoint-*/trainer_state.json")):

@@ -28,7 +28,7 @@ def test_sigterm_stops_the_stages_and_the_flows_server_and_exits_143(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "ALIGNTRAIN_", "PREFECT_"))}
     env.pop("STAGEHOST_SOCKET", None)  # its subject is the processes: each stage a fresh one
     env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
-    (study / "params.yaml").write_text((ROOT / "profiles" / "smoke.yaml").read_text())
+    (study / "params.yaml").write_text((ROOT / "pipelines" / "smoke" / "params.yaml").read_text())
     (study / "dvc.yaml").write_text("stages:\n  prepare:\n    cmd: sleep 600 # aligntrain-sigterm-test\n")
     for command in (
         ["git", "init", "-q"],

@@ -683,7 +683,7 @@ def test_math_target_refuses_an_unknown_value_naming_the_key():
 
     with pytest.raises(ValueError, match=r"problem 'math': option target: .*'solution'.*'answer'"):
         PROBLEMS.parse("math", {"target": "direct"})
-    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
+    raw = yaml.safe_load((ROOT / "pipelines" / "smoke" / "params.yaml").read_text())
     raw["problem"] = {"name": "math", "levels": [1], "options": {"target": "answers"}}
     with pytest.raises(ParamsError, match=r"problem.options.*option target"):
         parse_params(raw)
@@ -809,7 +809,7 @@ def test_the_validation_carve_out_is_disjoint_and_does_not_depend_on_the_seed(tm
 def test_params_name_the_problem_and_its_options(tmp_path):
     from aligntrain.config import ParamsError, parse_params
 
-    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
+    raw = yaml.safe_load((ROOT / "pipelines" / "smoke" / "params.yaml").read_text())
     raw["problem"] = {"name": "gsm8k", "levels": [1], "options": {"annotations": "keep"}}
     assert parse_params(raw).problem.options == {"annotations": "keep"}
     raw["problem"]["options"] = {
@@ -842,7 +842,7 @@ def test_prepare_stage_reads_gsm8k_from_local_parquet(tmp_path, monkeypatch):
         split: str(_write_parquet(tmp_path / "gsm8k" / f"{split}.parquet", records, GSM8K_SCHEMA))
         for split, records in GSM8K_ROWS.items()
     }
-    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
+    raw = yaml.safe_load((ROOT / "pipelines" / "smoke" / "params.yaml").read_text())
     raw["problem"] = {
         "name": "gsm8k",
         "levels": [1],
@@ -878,7 +878,7 @@ def test_prepare_stage_writes_answer_only_math_train_rows_under_target_answer(tm
         for subject, records in MATH_TRAIN.items()
     ]
     test = str(_write_parquet(tmp_path / "math" / "math500-test.parquet", MATH_500_TEST))
-    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
+    raw = yaml.safe_load((ROOT / "pipelines" / "smoke" / "params.yaml").read_text())
     raw["problem"] = {
         "name": "math",
         "levels": [1, 2, 3, 4, 5],

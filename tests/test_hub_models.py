@@ -398,7 +398,7 @@ def test_pickled_weights_are_downloaded_only_when_the_revision_has_no_safetensor
     ],
 )
 def test_bad_model_settings_are_refused_naming_the_key(model, says):
-    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
+    raw = yaml.safe_load((ROOT / "pipelines" / "smoke" / "params.yaml").read_text())
     raw["model"].update(model)
     with pytest.raises(ValueError, match="invalid parameters") as caught:
         parse_params(raw)
@@ -629,7 +629,7 @@ def test_a_target_module_the_model_lacks_is_named_before_training(tiny_model):
 
 @pytest.fixture()
 def lora_study(tmp_path, tiny_model):
-    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
+    raw = yaml.safe_load((ROOT / "pipelines" / "smoke" / "params.yaml").read_text())
     raw["train"].update(steps=2, batch_size=4, checkpoint_every=1)
     raw["rl"].update(steps=2, batch_size=8, num_generations=4, max_completion_length=12, checkpoint_every=1)
     raw["model"]["lora"] = {"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]}
@@ -663,7 +663,7 @@ def test_stages_load_a_local_pretrained_model_and_train_on_chat_prompts(
 ):
     """pretrain copies the pretrained model to models/base (left padding kept); warm-up trains on chat prompts."""
     folder = _save("mistral", chat_tokenizer, tmp_path / "pretrained")
-    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
+    raw = yaml.safe_load((ROOT / "pipelines" / "smoke" / "params.yaml").read_text())
     raw["model"].update(base_model=str(folder), chat_template=True, lora={"r": 2, "target_modules": ["q_proj"]})
     raw["warmup"].update(steps=2, batch_size=4)
     params, paths = parse_params(raw), StudyPaths(tmp_path / "study")
@@ -704,7 +704,7 @@ def test_nf4_is_refused_without_cuda_before_any_work(tiny_model, tmp_path, monke
     save_model_and_tokenizer(*tiny_model, tmp_path / "m")
     with pytest.raises(RuntimeError, match=r"'nf4' \(QLoRA\) needs a CUDA GPU: .* Use quantization: none"):
         load_model_and_tokenizer(tmp_path / "m", quantization="nf4")
-    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
+    raw = yaml.safe_load((ROOT / "pipelines" / "smoke" / "params.yaml").read_text())
     raw["model"]["lora"] = {"quantization": "nf4"}
     with pytest.raises(RuntimeError, match="needs a CUDA GPU"):  # pretrain's first act, before the corpus is read
         training.pretrain(parse_params(raw), StudyPaths(tmp_path), corpus=None, splits=None)

@@ -374,9 +374,9 @@ def test_the_training_stages_track_the_monitor_and_write_its_plot():
 
 @pytest.mark.parametrize(
     "path",
-    ["params.yaml", *sorted(str(p.relative_to(ROOT)) for p in ROOT.glob("profiles/*.yaml"))],
+    ["params.yaml", *sorted(str(p.relative_to(ROOT)) for p in ROOT.glob("pipelines/*/params.yaml"))],
 )
-def test_every_profile_writes_the_monitor_section(path):
+def test_every_study_writes_the_monitor_section(path):
     raw = yaml.safe_load((ROOT / path).read_text())
     assert "monitor" in raw, path
 
@@ -387,7 +387,7 @@ def test_the_stages_write_their_monitor_tables(tmp_path, tiny_model, arith_rows,
     from aligntrain.paths import StudyPaths
     from aligntrain.stages import training
 
-    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
+    raw = yaml.safe_load((ROOT / "pipelines" / "smoke" / "params.yaml").read_text())
     raw["warmup"].update(steps=2, batch_size=4, checkpoint_every=1)
     raw["train"].update(steps=2, batch_size=4, checkpoint_every=1)
     raw["rl"].update(steps=2, batch_size=8, num_generations=4, max_completion_length=8, checkpoint_every=1)

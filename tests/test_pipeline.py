@@ -135,7 +135,7 @@ def test_every_stage_has_a_command_and_help():
 
 def test_a_stage_command_runs_where_prefect_cannot_be_imported(tmp_path):
     """The GPU environment cannot hold Prefect (vLLM's fastapi bound): stages must not need it."""
-    shutil.copy(ROOT / "profiles" / "smoke.yaml", tmp_path / "params.yaml")
+    shutil.copy(ROOT / "pipelines" / "smoke" / "params.yaml", tmp_path / "params.yaml")
     out = _cli(
         ["prepare", "--root", str(tmp_path)],
         env={"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'm.db'}"},
@@ -150,7 +150,7 @@ def test_a_stage_command_runs_where_prefect_cannot_be_imported(tmp_path):
 def test_prepare_writes_splits_and_logs_a_child_run(tmp_path, monkeypatch):
     from aligntrain.cli import run_stage
 
-    shutil.copy(ROOT / "profiles" / "smoke.yaml", tmp_path / "params.yaml")
+    shutil.copy(ROOT / "pipelines" / "smoke" / "params.yaml", tmp_path / "params.yaml")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     monkeypatch.delenv(tracking.PARENT_ENV, raising=False)
     counts = run_stage(pipeline.get_stage("prepare"), "params.yaml", str(tmp_path), None, "")
@@ -179,7 +179,7 @@ def test_malformed_row_stops_prepare_with_its_id(tmp_path, monkeypatch):
             frame.loc[3, "answer"] = "not a number"
         files[split] = str(tmp_path / f"{split}.parquet")
         frame.to_parquet(files[split])
-    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
+    raw = yaml.safe_load((ROOT / "pipelines" / "smoke" / "params.yaml").read_text())
     raw["problem"]["data_files"] = files
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
@@ -198,7 +198,7 @@ def test_a_duplicated_test_split_stops_prepare_naming_the_rows(tmp_path, monkeyp
     for split, split_rows in rows.items():
         files[split] = str(tmp_path / f"{split}.parquet")
         pd.DataFrame(split_rows * (2 if split == "test" else 1)).to_parquet(files[split])
-    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
+    raw = yaml.safe_load((ROOT / "pipelines" / "smoke" / "params.yaml").read_text())
     raw["problem"]["data_files"] = files
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
@@ -212,7 +212,7 @@ def test_a_read_only_tracking_store_is_one_line_before_any_work(tmp_path):
     """Was: 733 lines of SQLAlchemy traceback. Now one line naming the store, exit 2, nothing written."""
     import mlflow
 
-    shutil.copy(ROOT / "profiles" / "smoke.yaml", tmp_path / "params.yaml")
+    shutil.copy(ROOT / "pipelines" / "smoke" / "params.yaml", tmp_path / "params.yaml")
     db = tmp_path / "mlflow.db"
     mlflow.MlflowClient(f"sqlite:///{db}").search_experiments()  # an initialized store
     uri = f"sqlite:///file:{db}?mode=ro&uri=true"  # as root, a read-only store is one opened read-only
@@ -235,7 +235,7 @@ def test_a_full_disk_is_one_line_naming_the_file(tmp_path, monkeypatch, capsys):
     from aligntrain.cli import run_stage
     from aligntrain.stages import prepare
 
-    shutil.copy(ROOT / "profiles" / "smoke.yaml", tmp_path / "params.yaml")
+    shutil.copy(ROOT / "pipelines" / "smoke" / "params.yaml", tmp_path / "params.yaml")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     full = tmp_path / "data" / "train.parquet"
 
@@ -254,7 +254,7 @@ def test_a_full_disk_is_one_line_naming_the_file(tmp_path, monkeypatch, capsys):
 
 def test_a_stale_dvc_yaml_is_named(tmp_path, monkeypatch):
     """dvc.yaml generated for other variants than study.run: compare stops before work, saying how to fix it."""
-    shutil.copy(ROOT / "profiles" / "smoke.yaml", tmp_path / "params.yaml")
+    shutil.copy(ROOT / "pipelines" / "smoke" / "params.yaml", tmp_path / "params.yaml")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'm.db'}")
     out = _invoke(["compare", "--root", str(tmp_path), "--variants", "warmup,ce"])
     assert out.exit_code == 2
@@ -269,7 +269,7 @@ def test_an_unreachable_tracking_server_fails_the_stage_at_once(tmp_path, monkey
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed once the block ends: nothing listens there
-    shutil.copy(ROOT / "profiles" / "smoke.yaml", tmp_path / "params.yaml")
+    shutil.copy(ROOT / "pipelines" / "smoke" / "params.yaml", tmp_path / "params.yaml")
     uri = f"http://127.0.0.1:{port}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     start = time.monotonic()
@@ -379,7 +379,7 @@ def test_outputs_no_cache_holds_are_one_line_per_stage_in_the_log(tmp_path):
 
 def _seeded_study(tmp_path: Path) -> Path:
     """The smoke profile with study.seeds [1, 2]: its params.yaml and the dvc.yaml rendered for it."""
-    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
+    raw = yaml.safe_load((ROOT / "pipelines" / "smoke" / "params.yaml").read_text())
     raw["study"]["run"] = ["warmup", "ce"]
     raw["study"]["seeds"] = [1, 2]
     study = tmp_path / "study"

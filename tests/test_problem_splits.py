@@ -39,7 +39,7 @@ PINNED = {
         (2, 3),
         "e1e0ee2105284c5f2fb1948239765deac612853f3a95fdea62f4bc4c5ba184a7",
     ),
-    # profiles/code.yaml
+    # pipelines/code_smoke
     "code": (
         code,
         {"train": 256, "validation": 32, "test": 16},

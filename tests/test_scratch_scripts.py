@@ -1,10 +1,8 @@
-"""scripts/run_profile.sh and scripts/run_standin.py check their inputs before touching a destination, and
-never empty a folder they did not make (it holds .aligntrain-scratch)."""
+"""scripts/run_standin.py checks its inputs before touching a destination, and never empties a folder it did
+not make (it holds .aligntrain-scratch). A study run in place: tests/test_study_folder.py."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -12,13 +10,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 MARK = ".aligntrain-scratch"
-
-
-def _profile(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    return subprocess.run(
-        [str(ROOT / "scripts" / "run_profile.sh"), *args], cwd=ROOT, env=env, capture_output=True, text=True
-    )
 
 
 def _standin(monkeypatch, capsys, *args: str) -> tuple[int, str]:
@@ -39,35 +30,6 @@ def _user_folder(tmp_path: Path) -> Path:
     (dest / "checkout").mkdir(parents=True)
     (dest / "notes.md").write_text("an earlier run's results")
     return dest
-
-
-def test_a_mistyped_profile_is_refused_and_the_destination_kept(tmp_path):
-    dest = tmp_path / "earlier"
-    dest.mkdir()
-    (dest / MARK).write_text("")
-    (dest / "metrics.json").write_text("{}")
-    out = _profile("profiles/smok.yaml", str(dest), "--plain")
-    assert out.returncode == 2
-    assert out.stderr.strip() == "error: profile profiles/smok.yaml: no such file; nothing was changed"
-    assert (dest / "metrics.json").read_text() == "{}"
-
-
-def test_run_profile_refuses_a_folder_it_did_not_make(tmp_path):
-    dest = _user_folder(tmp_path)
-    out = _profile("profiles/smoke.yaml", str(dest), "--plain")
-    assert out.returncode == 2
-    assert f"error: {dest} holds files that scripts/run_profile.sh did not write (no {MARK})" in out.stderr
-    assert "Nothing was deleted." in out.stderr
-    assert (dest / "notes.md").read_text() == "an earlier run's results" and (dest / "checkout").is_dir()
-
-
-@pytest.mark.parametrize("args", [["profiles/smoke.yaml"], ["profiles/smoke.yaml", "x", "--flow"]])
-def test_run_profile_refuses_bad_arguments(tmp_path, args):
-    if len(args) == 3:
-        args[1] = str(tmp_path / "new")
-    out = _profile(*args)
-    assert out.returncode == 2 and ("usage:" in out.stderr or "the third argument is --plain" in out.stderr)
-    assert not (tmp_path / "new").exists()
 
 
 def test_run_standin_refuses_a_folder_it_did_not_make(tmp_path, monkeypatch, capsys):

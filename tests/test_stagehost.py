@@ -65,7 +65,7 @@ def _gone(pid: int, timeout_s: float = 3.0) -> bool:
 
 def _study(folder: Path, pretrain_steps: int = 4) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    params = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
+    params = yaml.safe_load((ROOT / "pipelines" / "smoke" / "params.yaml").read_text())
     params["pretrain"]["steps"] = pretrain_steps
     (folder / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     return folder

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture()
 def study(tmp_path, tiny_model):
-    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
+    raw = yaml.safe_load((ROOT / "pipelines" / "smoke" / "params.yaml").read_text())
     raw["train"].update(steps=2, batch_size=4, checkpoint_every=1)
     raw["rl"].update(steps=2, batch_size=8, num_generations=4, max_completion_length=12, checkpoint_every=1)
     raw["variants"]["loo"] = {"objective": "rl", "rule": "loo_pass_at_k"}
@@ -41,7 +41,7 @@ def test_train_variant_saves_a_model(study, arith_rows, variant):
 
 
 def test_rl_variant_that_does_not_fit_fails_before_training():
-    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
+    raw = yaml.safe_load((ROOT / "pipelines" / "smoke" / "params.yaml").read_text())
     raw["variants"]["bad"] = {"objective": "rl", "rule": "pkpo", "budget": 99}
     with pytest.raises(ValueError, match=r"variants\.bad: rule 'pkpo': option budget \(99\) must be <= the group size"):
         parse_params(raw)
@@ -57,7 +57,7 @@ def test_rl_variant_that_does_not_fit_fails_before_training():
 def _prepared(tmp_path, arith_rows, edit=None):
     import pandas as pd
 
-    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
+    raw = yaml.safe_load((ROOT / "pipelines" / "smoke" / "params.yaml").read_text())
     params, paths = parse_params(raw), StudyPaths(tmp_path)
     for split, rows in arith_rows.items():
         frame = pd.DataFrame(rows)
@@ -134,7 +134,7 @@ def test_rl_trains_on_the_split_rl_prompt_split_names(tmp_path, arith_rows, monk
 
 
 def test_rl_prompt_split_is_a_known_split():
-    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
+    raw = yaml.safe_load((ROOT / "pipelines" / "smoke" / "params.yaml").read_text())
     raw["rl"]["prompt_split"] = "validation"
     with pytest.raises(ValueError, match=r"rl\.prompt_split"):
         parse_params(raw)

@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from aligntrain.config import parse_params
-from aligntrain.standins import FAMILIES, MICRO, overlay, write_standins
+from aligntrain.standins import FAMILIES, MICRO, write_standins
+from aligntrain.study_folder import overlay
 
 ROOT = Path(__file__).resolve().parents[1]
 STANDIN_STUDIES = sorted(p.parent.name for p in (ROOT / "pipelines").glob("*/standin.yaml"))
@@ -19,18 +20,6 @@ STANDIN_STUDIES = sorted(p.parent.name for p in (ROOT / "pipelines").glob("*/sta
 @pytest.fixture(scope="module")
 def standins(tmp_path_factory):
     return write_standins(tmp_path_factory.mktemp("standins"), train_size=64, test_size=16)
-
-
-def test_overlay_merges_mappings_and_replaces_everything_else():
-    base = {"a": {"b": 1, "c": [1, 2]}, "d": 4, "e": {"f": {"g": 1}}}
-    override = {"a": {"c": [3]}, "d": {"x": 1}, "e": {"f": {"h": 2}}, "new": None}
-    assert overlay(base, override) == {
-        "a": {"b": 1, "c": [3]},
-        "d": {"x": 1},
-        "e": {"f": {"g": 1, "h": 2}},
-        "new": None,
-    }
-    assert base == {"a": {"b": 1, "c": [1, 2]}, "d": 4, "e": {"f": {"g": 1}}}, "the base is not modified"
 
 
 #: one user turn "2+2?" with the generation prompt, as each hub family's template renders it (written out by hand)
