@@ -71,7 +71,7 @@ study-plain: venv
 # The hub-scale ones need the GPU environment and their pre-fetched models.
 pipelines: venv
 	aligntrain pipeline --all
-	dvc repro --all-pipelines
+	for study in . pipelines/*/; do (cd $$study && dvc repro) || exit 1; done
 
 # The smoke study (pipelines/smoke/overrides.yaml): the default study's stages at toy sizes, in place.
 smoke: venv

@@ -222,9 +222,9 @@ def write_pipeline(
         foreign = study_folder.foreign_outputs(folder, yaml.safe_load(text), list(loaded.study.run))
         if foreign:
             _fail(
-                f"{folder}: {', '.join(foreign)} exist but {folder / 'dvc.lock'} does not record them, so this "
-                "study's stages did not write them, and `dvc repro` would delete them before running their "
-                "stages. Move them elsewhere (or delete them yourself); nothing was changed."
+                f"{folder}: output paths of this study hold files that {folder / 'dvc.lock'} does not record: "
+                f"{', '.join(foreign)}. This study's stages did not write them, and `dvc repro` would delete them "
+                "before running their stages. Move them elsewhere (or delete them yourself); nothing was changed."
             )
         write_text(target, text)
     if stale:

@@ -48,6 +48,7 @@ from tasks.dvc import (  # noqa: E402
     check_remote,
     reproduce_from_run_cache,
     run_stage_in_workspace,
+    share_checkout_config,
     stop_all_stages,
     stopping,
 )
@@ -80,8 +81,8 @@ def stage_graph(checkout: Path, study: str = ".") -> tuple[list[str], dict[str, 
     """(stages of the study in topological order, upstream stages of each, stages DVC reports changed,
     stages that cannot be restored from the run-cache), all as addresses (:func:`stage_address`).
 
-    Only the stages of ``study``'s dvc.yaml: DVC's index holds every dvc.yaml of the repository
-    (the root study and each pipelines/<study>/), whose stage names repeat.
+    ``study`` is a DVC project of its own (the root, or a pipelines/<study>/ subrepo), so its index
+    holds its dvc.yaml alone; the filter keeps a study folder that is not one (yet) to its own stages.
     """
     import networkx as nx
     from dvc.repo import Repo
@@ -89,7 +90,7 @@ def stage_graph(checkout: Path, study: str = ".") -> tuple[list[str], dict[str, 
     dvcfile = (checkout / study / "dvc.yaml").resolve()
     if not dvcfile.is_file():
         raise FileNotFoundError(f"{dvcfile}: no such pipeline (run `aligntrain pipeline --root {study}`)")
-    with Repo(str(checkout)) as repo:
+    with Repo(str(checkout / study)) as repo:
         full = repo.index.graph  # edges: stage -> a stage it depends on
         graph = full.subgraph([s for s in full.nodes if Path(s.dvcfile.path).resolve() == dvcfile])
         address = {s: stage_address(study, s.name) for s in graph.nodes}
@@ -153,6 +154,7 @@ def study_flow(
     checkout = Path(root).resolve()
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    share_checkout_config(checkout, study)  # a pipelines/<study>/ is a DVC project on the checkout's cache
     order, upstream, changed, unrestorable = stage_graph(checkout, study)
     # DVC's status does not look ahead: everything downstream of a changed stage runs too.
     todo = downstream_closure(order, upstream, changed)
@@ -198,9 +200,7 @@ def study_flow(
         failed = _schedule(dispatched, upstream, submit, concurrency, log, lane=pool_of if agents else lambda a: "")
         if failed:
             raise RuntimeError(f"stages failed: {', '.join(failed)}")
-        reproduce_from_run_cache(
-            str(checkout), pull=agents, env=env, computed_here=sorted(in_checkout), target=f"{study}/dvc.yaml"
-        )
+        reproduce_from_run_cache(str(checkout), pull=agents, env=env, computed_here=sorted(in_checkout), study=study)
         status = "FINISHED"
         shutil.rmtree(checkout / "build" / "workspaces" / study_id, ignore_errors=True)
     except (KeyboardInterrupt, TerminationSignal):

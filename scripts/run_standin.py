@@ -3,11 +3,11 @@
 
 DEST receives a copy of the checkout (tracked and untracked, non-ignored files) in a git
 repository of its own. In DEST/pipelines/<study>: params.yaml becomes the study's
-params.yaml with its standin.yaml laid over it (aligntrain.standins.overlay), the stand-in
+params.yaml with its standin.yaml laid over it (aligntrain.study_folder.overlay), the stand-in
 models and data are written to ./standins (aligntrain.standins.write_standins), dvc.yaml is
 generated for the merged parameters (both by ``aligntrain standins`` and ``aligntrain pipeline``,
-the copy's own code), and ``dvc repro pipelines/<study>/dvc.yaml`` runs every
-stage in the pipeline's folder, as on a GPU machine (``--flow``: the study flow runs them, two at
+the copy's own code), and ``dvc repro`` in the pipeline's folder (a DVC project of its own) runs every
+stage there, as on a GPU machine (``--flow``: the study flow runs them, two at
 a time, as ``flows/study.py --study pipelines/<study>``). Exit status: DVC's (the flow's).
 
 ``--micro`` lays :data:`aligntrain.standins.MICRO` over the stand-in sizes (training of two steps,
@@ -141,8 +141,9 @@ def main() -> int:
     if args.flow:
         command = [sys.executable, str(dest / "flows" / "study.py"), "--root", str(dest), "--study", str(study)]
     else:
-        command = ["dvc", "repro", f"{study}/dvc.yaml" + (f":{args.until}" if args.until else "")]
-    done = subprocess.run(command, cwd=dest, env=env)
+        command = ["dvc", "repro", *([args.until] if args.until else [])]
+    # A study folder is a DVC project of its own (pipelines/<study>/.dvc): DVC runs there.
+    done = subprocess.run(command, cwd=dest if args.flow else folder, env=env)
     print(f"stand-in {study}: {command[1]} exit {done.returncode} after {time.monotonic() - start:.0f} s in {dest}")
     return done.returncode
 

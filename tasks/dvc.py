@@ -17,6 +17,11 @@ entry). When all stages are done, :func:`reproduce_from_run_cache` runs
 ``dvc repro`` in the submitting checkout: every stage is a run-cache hit, so
 DVC restores the outputs, computes nothing, and writes the same ``dvc.lock``
 as a plain local ``dvc repro``.
+
+Each study folder under ``pipelines/`` is a DVC project of its own (a subrepo, its
+``.dvc/`` committed), so the root's ``dvc status`` speaks of the default study alone.
+DVC therefore runs in the study's folder: a stage's address
+(``pipelines/hydro/dvc.yaml:train@ce``) gives the folder and the stage's name there.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from pathlib import Path
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.workspace import Workspace
+from tasks.workspace import Workspace, write_local_config
 
 STAGE_BIN_ENV = "ALIGNTRAIN_STAGE_BIN"
 """Folder of the ``aligntrain`` executable the stages run (default: whatever PATH finds)."""
@@ -183,6 +188,31 @@ def run_dvc(args: list[str], cwd: Path, env: Mapping[str, str] | None = None, lo
     return "\n".join(lines)
 
 
+def study_of(stage: str) -> tuple[str, str]:
+    """A stage's address -> (its study's folder, its name in that folder's dvc.yaml):
+    ``pipelines/hydro/dvc.yaml:train@ce`` -> (``pipelines/hydro``, ``train@ce``);
+    ``train@ce`` -> (``.``, ``train@ce``)."""
+    dvcfile, sep, name = stage.rpartition(":")
+    return (Path(dvcfile).parent.as_posix() if sep else "."), name
+
+
+def share_checkout_config(checkout: Path, study: str) -> None:
+    """Make ``study`` a DVC project of its own if it is not one, and point it at the checkout's
+    cache and default remote (in its git-ignored ``.dvc/config.local``)."""
+    from dvc.repo import Repo
+
+    folder = (checkout / study).resolve()
+    if folder == checkout.resolve():
+        return
+    if not (folder / ".dvc").is_dir():
+        Repo.init(str(folder), subdir=True).close()
+    with Repo(str(checkout)) as root:
+        cache_dir = Path(root.cache.local_cache_dir).resolve()
+        remote = root.config["core"].get("remote")
+        url = root.config["remote"][remote]["url"] if remote else None
+    write_local_config(folder, cache_dir, url)
+
+
 def recomputed_upstream(output: str, stage: str) -> list[str]:
     """Stages other than ``stage`` that ``dvc repro`` ran instead of restoring from the run-cache."""
     ran = []
@@ -195,7 +225,8 @@ def recomputed_upstream(output: str, stage: str) -> list[str]:
 
 
 def reproduce_stage(workspace: Workspace, stage: str, env: Mapping[str, str], log) -> None:
-    """``dvc repro <stage>`` in the workspace, pulling from and pushing to the remote when it has one."""
+    """``dvc repro <stage>`` in the workspace's study folder, pulling from and pushing to the remote
+    when it has one."""
     pull = ["--pull"] if workspace.remote else []
     env = dict(env)
     # The stage runs the workspace's code, the code DVC hashed as its deps, not whatever
@@ -205,34 +236,36 @@ def reproduce_stage(workspace: Workspace, stage: str, env: Mapping[str, str], lo
         # The stage commands come from the compute environment (vLLM, CUDA torch), which
         # cannot hold Prefect; DVC finds `aligntrain` there first.
         env["PATH"] = f"{env[STAGE_BIN_ENV]}{os.pathsep}{env.get('PATH', '')}"
-    output = run_dvc(["repro", *pull, stage], workspace.path, env, log)
-    for name in recomputed_upstream(output, stage):
-        log.warning("upstream stage %s was not in the run-cache and was recomputed in %s's workspace", name, stage)
+    study, name = study_of(stage)
+    folder = workspace.path / study
+    output = run_dvc(["repro", *pull, name], folder, env, log)
+    for upstream in recomputed_upstream(output, name):
+        log.warning("upstream stage %s was not in the run-cache and was recomputed in %s's workspace", upstream, stage)
     if workspace.remote:
-        run_dvc(["push", "--run-cache"], workspace.path, env, log)
-        push_uncached_outputs(workspace.path, stage, log)
+        run_dvc(["push", "--run-cache"], folder, env, log)
+        push_uncached_outputs(folder, name, log)
 
 
-def push_uncached_outputs(path: Path, stage: str, log) -> None:
-    """Push the objects of the stage's git-tracked outputs (metrics, plot CSVs) to the remote.
+def push_uncached_outputs(folder: Path, name: str, log) -> None:
+    """Push the objects of stage ``name``'s git-tracked outputs (metrics, plot CSVs) to the remote.
 
     DVC's run-cache entry restores them (it commits them to the cache when it saves
     the entry), and ``dvc repro --pull`` fetches them for the entry, but ``dvc push
     --run-cache`` sends only the outputs of the workspace's ``dvc.lock`` that DVC caches.
     Without this the submitter would find the entry incomplete and compute the stage again.
+    ``folder`` is the study's folder (a DVC project of its own).
     """
     from dvc.repo import Repo
 
-    study, _, name = stage.rpartition(":")  # `pipelines/<study>/dvc.yaml:<name>`, or a root stage's name
-    dvcfile = (path / (study or "dvc.yaml")).resolve()
-    with Repo(str(path)) as repo:
+    dvcfile = (folder / "dvc.yaml").resolve()
+    with Repo(str(folder)) as repo:
         (target,) = [s for s in repo.index.stages if s.name == name and Path(s.dvcfile.path).resolve() == dvcfile]
         hashes = [out.hash_info for out in target.outs if not out.use_cache and out.hash_info]
         if hashes:
             result = repo.cloud.push(hashes)
             if result.failed:
-                raise StageFailed(f"{stage}: could not push {len(result.failed)} output object(s) to the remote")
-            log.info("%s: %d git-tracked output object(s) pushed with the run-cache", stage, len(hashes))
+                raise StageFailed(f"{name}: could not push {len(result.failed)} output object(s) to the remote")
+            log.info("%s: %d git-tracked output object(s) pushed with the run-cache", name, len(hashes))
 
 
 @task(name="dvc-stage", cache_policy=NO_CACHE)
@@ -248,14 +281,14 @@ def run_stage_in_workspace(stage: str, checkout: str, study_id: str, env: dict[s
 
 @task(name="reproduce-from-run-cache", cache_policy=NO_CACHE)
 def reproduce_from_run_cache(
-    checkout: str, pull: bool, env: dict[str, str], computed_here: list[str], target: str = "dvc.yaml"
+    checkout: str, pull: bool, env: dict[str, str], computed_here: list[str], study: str = "."
 ) -> str:
-    """The final ``dvc repro <target>`` in the submitting checkout (the study's dvc.yaml): every stage
-    restored, none computed but ``computed_here`` (the stages the run-cache cannot hold)."""
+    """The final ``dvc repro`` of the study in the submitting checkout (in the study's folder): every
+    stage restored, none computed but ``computed_here`` (the stages the run-cache cannot hold)."""
     log = get_run_logger()
-    args = ["repro", "--pull", target] if pull else ["repro", target]
-    output = run_dvc(args, Path(checkout), {**os.environ, **env}, log)
-    ran = set(recomputed_upstream(output, stage="")) - set(computed_here)
+    args = ["repro", "--pull", "dvc.yaml"] if pull else ["repro", "dvc.yaml"]
+    output = run_dvc(args, Path(checkout) / study, {**os.environ, **env}, log)
+    ran = set(recomputed_upstream(output, stage="")) - {study_of(stage)[1] for stage in computed_here}
     if ran:
         log.warning("the final reproduction computed %s (not in the run-cache)", ", ".join(sorted(ran)))
     return output

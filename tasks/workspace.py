@@ -31,12 +31,19 @@ def _fresh(path: Path) -> Path:
     return path
 
 
-def _use_cache(path: Path, cache_dir: Path, remote_url: str | None) -> None:
-    """Point the workspace's DVC at a shared cache (and the study's remote), in its local config."""
-    lines = ["[cache]", f"    dir = {cache_dir.resolve()}"]
+def write_local_config(folder: Path, cache_dir: Path, remote_url: str | None) -> None:
+    """``folder/.dvc/config.local``: DVC's cache at ``cache_dir`` and, if given, the default remote ``study``."""
+    lines = ["[cache]", f"    dir = {cache_dir}"]
     if remote_url:
         lines += ["['remote \"study\"']", f"    url = {remote_url}", "[core]", "    remote = study"]
-    (path / ".dvc" / "config.local").write_text("\n".join(lines) + "\n")
+    (folder / ".dvc" / "config.local").write_text("\n".join(lines) + "\n")
+
+
+def _use_cache(path: Path, cache_dir: Path, remote_url: str | None) -> None:
+    """Point the workspace's DVC projects (the root and each pipelines/<study>/) at a shared cache
+    (and the study's remote), in their local configs."""
+    for project in (path, *(p.parent for p in path.glob("pipelines/*/.dvc"))):
+        write_local_config(project, cache_dir.resolve(), remote_url)
 
 
 @dataclass(frozen=True)

@@ -72,13 +72,22 @@ def test_a_pipelines_stages_run_in_its_folder_on_the_checkouts_code():
     assert pipeline.code_root_of(ROOT) == "." and pipeline.code_root_of(ROOT / "pipelines" / "hydro") == "../.."
 
 
-def test_dvc_finds_every_study_of_the_checkout():
-    """`dvc repro --all-pipelines` sees the root study and each pipelines/<study>/dvc.yaml."""
+def test_each_study_is_a_dvc_project_of_its_own_on_the_roots_cache():
+    """The root's DVC index holds the default study alone (so a bare `dvc status` there speaks of it);
+    each pipelines/<study>/ is a subrepo whose index holds its own dvc.yaml and whose cache is the root's."""
     from dvc.repo import Repo
 
     with Repo(str(ROOT)) as repo:
-        files = {Path(stage.dvcfile.path).relative_to(ROOT).as_posix() for stage in repo.index.stages}
-    assert {"dvc.yaml", "pipelines/hydro/dvc.yaml"} <= files
+        assert {Path(s.dvcfile.path).relative_to(ROOT).as_posix() for s in repo.index.stages} == {"dvc.yaml"}
+        cache = Path(repo.cache.local_cache_dir).resolve()
+    folders = pipeline.study_folders(ROOT)[1:]
+    assert len(folders) >= 14
+    for folder in folders:
+        with Repo(str(folder)) as repo:
+            files = {Path(s.dvcfile.path).resolve() for s in repo.index.stages}
+            assert files == {(folder / "dvc.yaml").resolve()}, folder.name
+            assert Path(repo.cache.local_cache_dir).resolve() == cache, folder.name
+            assert repo.config["core"]["remote"] == "study", folder.name
 
 
 def test_every_stage_of_dvc_yaml_is_in_the_table_and_back():
@@ -311,13 +320,38 @@ def test_two_studies_never_share_a_workspace(tmp_path):
     (checkout / ".dvc").mkdir(parents=True)
     (checkout / ".dvc" / "config").write_text("[core]\n")
     (checkout / "params.yaml").write_text("a: 1\n")
+    (checkout / "pipelines" / "s" / ".dvc").mkdir(parents=True)  # a study folder: a DVC project of its own
+    (checkout / "pipelines" / "s" / ".dvc" / "config").write_text("[core]\n")
     sp.run(["git", "init", "-q"], cwd=checkout, check=True)
     one = Workspace.copy_of(checkout, "study-one", "train@ce")
     two = Workspace.copy_of(checkout, "study-two", "train@ce")
     assert one.path != two.path and one.path.name == "train_at_ce"
+    cache = f"dir = {(checkout / '.dvc' / 'cache').resolve()}\n"
     for ws in (one, two):
         assert (ws.path / "params.yaml").read_text() == "a: 1\n"
-        assert str((checkout / ".dvc" / "cache").resolve()) in (ws.path / ".dvc" / "config.local").read_text()
+        assert cache in (ws.path / ".dvc" / "config.local").read_text()
+        assert cache in (ws.path / "pipelines" / "s" / ".dvc" / "config.local").read_text()
+
+
+def test_the_flow_makes_a_new_study_folder_a_dvc_project_on_the_checkouts_cache_and_remote(tmp_path):
+    import subprocess as sp
+
+    from dvc.repo import Repo
+
+    from tasks.dvc import share_checkout_config
+
+    checkout, remote = tmp_path / "checkout", tmp_path / "remote"
+    (checkout / "pipelines" / "new").mkdir(parents=True)
+    sp.run(["git", "init", "-q"], cwd=checkout, check=True)
+    sp.run([sys.executable, "-m", "dvc", "init", "-q"], cwd=checkout, check=True)
+    sp.run([sys.executable, "-m", "dvc", "remote", "add", "-d", "study", str(remote)], cwd=checkout, check=True)
+    share_checkout_config(checkout, "pipelines/new")
+    with Repo(str(checkout / "pipelines" / "new")) as repo:
+        assert Path(repo.root_dir) == (checkout / "pipelines" / "new").resolve()
+        assert Path(repo.cache.local_cache_dir) == (checkout / ".dvc" / "cache").resolve()
+        assert repo.config["core"]["remote"] == "study" and repo.config["remote"]["study"]["url"] == str(remote)
+    with Repo(str(checkout)) as repo:
+        assert not list(repo.index.stages)
 
 
 def test_every_parameter_dvc_yaml_names_must_be_written_in_the_params_file():

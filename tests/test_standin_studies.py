@@ -24,20 +24,25 @@ ROOT = Path(__file__).resolve().parents[1]
 # check. A stand-in test checks wiring, not learning.
 
 
-def _run_standin(study: str, dest: Path, run: list[str]) -> tuple[Path, dict]:
-    """``scripts/run_standin.py pipelines/<study> DEST --micro --run ...`` to its end: the study's folder, params."""
+def _run_standin(study: str, dest: Path, run: list[str], flow: bool = False) -> tuple[Path, dict]:
+    """``scripts/run_standin.py pipelines/<study> DEST --micro --run ...`` to its end: the study's folder, params.
+    ``flow``: through the study flow (``make study STUDY=pipelines/<study>``'s path), else plain ``dvc repro``."""
     env = dict(os.environ)  # PATH: tests/conftest.py's stage_commands
+    env["PREFECT_HOME"] = str(dest.parent / "prefect-home")  # the flow's own local server
     command = [sys.executable, str(ROOT / "scripts" / "run_standin.py"), f"pipelines/{study}", str(dest)]
     done = subprocess.run(
-        [*command, "--micro", "--run", ",".join(run)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
+        [*command, "--micro", "--run", ",".join(run), *(["--flow"] if flow else [])],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    status = subprocess.run(
-        ["dvc", "status", f"pipelines/{study}/dvc.yaml"], cwd=dest, env=env, capture_output=True, text=True
-    )
-    assert "up to date" in status.stdout, status.stdout
-    assert not (dest / "data").exists() and not (dest / "models").exists(), "outputs stay in the study's folder"
     folder = dest / "pipelines" / study
+    status = subprocess.run(["dvc", "status"], cwd=folder, env=env, capture_output=True, text=True)
+    assert "up to date" in status.stdout, status.stdout  # the study folder is a DVC project of its own
+    assert not (dest / "data").exists() and not (dest / "models").exists(), "outputs stay in the study's folder"
     params = yaml.safe_load((folder / "params.yaml").read_text())
     assert params["study"]["run"] == run and params["warmup"]["steps"] == 2, "the micro size, these variants"
     return folder, params
@@ -128,14 +133,18 @@ def test_tea_ultrafeedback_runs_end_to_end_on_stand_ins(tmp_path):
 
 @pytest.mark.slow
 def test_cat_protein_bon_runs_end_to_end_on_stand_ins(tmp_path):
-    """pipelines/cat_protein_bon: a tiny GPT-2 (ProtGPT2's architecture) on the hydro rewards, CAT best-of-N RL."""
-    study, params = _run_standin("cat_protein_bon", tmp_path / "run", ["cat_best_of_n"])
+    """pipelines/cat_protein_bon: a tiny GPT-2 (ProtGPT2's architecture) on the hydro rewards, CAT best-of-N RL,
+    through the study flow: its stages in workspaces of the study folder (a DVC project of its own), then the
+    final `dvc repro` there from the shared run-cache, the runs in the folder's MLflow store."""
+    study, params = _run_standin("cat_protein_bon", tmp_path / "run", ["cat_best_of_n"], flow=True)
     overall = json.loads((study / "metrics" / "cat_best_of_n.json").read_text())["overall"]
     assert overall["prompts"] == params["problem"]["test_size"] and "max@16" in overall
     config = json.loads((study / "models" / "variants" / "cat_best_of_n" / "config.json").read_text())
     assert config["architectures"] == ["GPT2LMHeadModel"]
     summary = (study / "diagnoses" / "oracle_gradient" / "summary.csv").read_text()
     assert "cat_best_of_n" in summary, "the oracle gradient scored the GPT-2 block"
+    assert (study / "mlflow.db").is_file() and not (tmp_path / "run" / "mlflow.db").exists()
+    assert (study / ".dvc" / "config.local").is_file(), "the flow pointed the study at the root's cache"
 
 
 @pytest.mark.slow
@@ -184,10 +193,7 @@ def test_a_training_stage_launches_itself_as_two_processes_under_dvc_repro(tmp_p
     assert set(lock) == {"prepare", "pretrain", "warmup"}
     assert lock["warmup"]["params"]["params.yaml"]["launch"] == {"num_processes": 2}
     assert lock["warmup"]["cmd"].endswith("--processes 2")
-    dest = tmp_path / "two"
-    status = subprocess.run(
-        ["dvc", "status", "pipelines/dco_math/dvc.yaml:warmup"], cwd=dest, env=env, capture_output=True, text=True
-    )
+    status = subprocess.run(["dvc", "status", "warmup"], cwd=study, env=env, capture_output=True, text=True)
     assert "up to date" in status.stdout, status.stdout
     import sqlite3
 

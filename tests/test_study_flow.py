@@ -12,6 +12,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.testing.utilities import prefect_test_harness
 
 from flows.study import _schedule, downstream_closure, stage_graph, stage_name
+from tasks.dvc import study_of
 from tasks.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,6 +29,8 @@ def test_downstream_closure_takes_everything_below_a_change():
     assert stage_name("train@ce") == "train" and stage_name("compare") == "compare"
     assert stage_name("pipelines/hydro/dvc.yaml:train@tea") == "train"
     assert stage_name("pipelines/hydro/dvc.yaml:report") == "report"
+    assert study_of("pipelines/hydro/dvc.yaml:train@tea") == ("pipelines/hydro", "train@tea")
+    assert study_of("train@ce") == (".", "train@ce")
 
 
 def test_the_flow_schedules_one_study_of_the_repository():

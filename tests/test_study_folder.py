@@ -112,7 +112,9 @@ def test_a_users_folder_at_an_output_path_is_refused_by_name_and_kept(tmp_path):
     (folder / "models" / "base" / "notes.md").write_text("mine")
     out = subprocess.run([*AT, "pipeline", "--root", str(folder)], capture_output=True, text=True)
     assert out.returncode == 2
-    assert out.stderr.startswith(f"error: {folder}: models/base exist but {folder / 'dvc.lock'} does not record them")
+    lock = folder / "dvc.lock"
+    assert out.stderr.startswith(f"error: {folder}: output paths of this study hold files that {lock} does not record")
+    assert ": models/base. This study's stages did not write them" in out.stderr
     assert "nothing was changed" in out.stderr
     assert (folder / "models" / "base" / "notes.md").read_text() == "mine" and not (folder / "dvc.yaml").exists()
 
