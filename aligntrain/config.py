@@ -659,19 +659,22 @@ class Params(Strict):
                 continue
             if self.rl is None:
                 raise ValueError(f"variants.{name} is an RL variant: params need an 'rl' section")
-            if self.rl.batch_size % self.rl.num_generations:
+            own = variant.options.num_generations
+            n = self.rl.num_generations if own is None else own
+            where = "rl.num_generations" if own is None else f"variants.{name}.num_generations"
+            if self.rl.batch_size % n:
                 # Each process's batch (batch_size is per process, also under launch) holds whole
                 # groups: stricter than TRL, which checks only the global batch across processes.
                 raise ValueError(
-                    f"rl.batch_size ({self.rl.batch_size}) must be a multiple of rl.num_generations "
-                    f"({self.rl.num_generations}): each step holds whole groups"
+                    f"rl.batch_size ({self.rl.batch_size}) must be a multiple of {where} ({n}): "
+                    "each step holds whole groups"
                 )
             prompts = self.problem.test_size if self.rl.prompt_split == "test" else self.problem.train_size
-            if self.rl.batch_size // self.rl.num_generations > prompts:
+            if self.rl.batch_size // n > prompts:
                 # TRL's sampler draws whole batches of distinct prompts: it would end the run at step 0.
                 raise ValueError(
-                    f"rl.batch_size ({self.rl.batch_size}) asks for {self.rl.batch_size // self.rl.num_generations} "
-                    f"prompts a step (batch_size / num_generations), more than the {prompts} of problem."
+                    f"rl.batch_size ({self.rl.batch_size}) asks for {self.rl.batch_size // n} "
+                    f"prompts a step (batch_size / {where}), more than the {prompts} of problem."
                     f"{'test_size' if self.rl.prompt_split == 'test' else 'train_size'}"
                 )
             try:
@@ -691,7 +694,10 @@ class Params(Strict):
         objective = self.variant(name).options
         if not isinstance(objective, ReinforcementLearning) or self.rl is None:
             raise ValueError(f"variant {name!r} is not an RL variant (or params have no 'rl' section)")
-        return RLConfig(**dict(self.rl), rule=objective.rule_config, loss_type=objective.loss_type)
+        shared = dict(self.rl)
+        if objective.num_generations is not None:  # the variant's own group size (TEA Table 4)
+            shared["num_generations"] = objective.num_generations
+        return RLConfig(**shared, rule=objective.rule_config, loss_type=objective.loss_type)
 
     def variant(self, name: str) -> Variant:
         """The catalog entry of a variant, or of the variant a seed replicate (``ce--s1``) repeats."""

@@ -419,12 +419,12 @@ class ContrastiveMargin(ObjectiveOptions):
 class ReinforcementLearning(ObjectiveOptions):
     """RL from the warm-up checkpoint with an advantage rule of :mod:`aligntrain.advantages`.
 
-    Written flat: ``{objective: rl, rule: pkpo, budget: 4}``: every key but ``rule`` and
-    ``loss_type`` is an option of the rule (docs/math.md §3), typed by the rule's
-    own options model. Group size, sampling and schedule are the study's shared
-    ``rl`` section (matched compute across RL variants);
-    :meth:`aligntrain.config.Params.rl_config` joins the two into the one
-    :class:`~aligntrain.config.RLConfig` the trainer consumes.
+    Written flat: ``{objective: rl, rule: pkpo, budget: 4}``: every key but ``rule``,
+    ``loss_type`` and ``num_generations`` is an option of the rule (docs/math.md §3), typed
+    by the rule's own options model. Sampling and schedule are the study's shared ``rl``
+    section (matched compute across RL variants), and so is the group size unless the
+    variant sets its own; :meth:`aligntrain.config.Params.rl_config` joins the two into the
+    one :class:`~aligntrain.config.RLConfig` the trainer consumes.
     """
 
     model_config = ConfigDict(extra="allow", frozen=True)
@@ -433,6 +433,14 @@ class ReinforcementLearning(ObjectiveOptions):
     rule: str = Field(description="Advantage rule name (`aligntrain list rules`).")
     loss_type: Literal["dapo", "dr_grpo", "grpo", "bnpo"] | None = Field(
         None, description="TRL loss reduction; None: dr_grpo for rule dr_grpo, else TRL's default (dapo)."
+    )
+    num_generations: int | None = Field(
+        None,
+        ge=2,
+        strict=True,
+        description="This variant's group size n (rollouts per prompt); None: the study's rl.num_generations. "
+        "rl.batch_size (completions a step) stays shared, so a larger group sees fewer prompts a step at the same "
+        "sampling compute: TEA's group-size comparison (Table 4, n = 16, 32, 64).",
     )
 
     @model_validator(mode="after")

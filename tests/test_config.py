@@ -34,6 +34,16 @@ def test_every_study_of_the_checkout_is_valid():
         load_params(study)
 
 
+def test_a_variant_with_its_own_group_size_keeps_the_shared_batch():
+    """TEA Table 4's axis: n is the variant's, the completions a step (rl.batch_size) the study's."""
+    raw = _broken(lambda r: r["variants"]["grpo_z"].update(num_generations=16))
+    params = parse_params(raw)
+    own, shared = params.rl_config("grpo_z"), params.rl_config("rloo")
+    assert (own.num_generations, own.batch_size) == (16, RAW["rl"]["batch_size"])
+    assert (shared.num_generations, shared.batch_size) == (RAW["rl"]["num_generations"], RAW["rl"]["batch_size"])
+    assert own.rule.name == "grpo_z" and "num_generations" not in own.rule.model_dump()
+
+
 def test_study_run_selects_from_the_catalog():
     params = parse_params(_broken(lambda r: r["study"].update(run=["warmup", "ce", "rloo"])))
     assert params.run_variants == ["warmup", "ce", "rloo"]
@@ -99,12 +109,21 @@ def test_study_run_selects_from_the_catalog():
         (
             lambda r: r["rl"].update(batch_size=400_000_000),
             f"rl.batch_size (400000000) asks for {400_000_000 // RAW['rl']['num_generations']} prompts a step "
-            f"(batch_size / num_generations), more than the {RAW['problem']['train_size']} of problem.train_size",
+            f"(batch_size / rl.num_generations), more than the {RAW['problem']['train_size']} of problem.train_size",
         ),
         (
             lambda r: (r["rl"].update(batch_size=8 * 201, prompt_split="test"), r["problem"].update(test_size=200)),
-            "asks for 201 prompts a step (batch_size / num_generations), more than the 200 of problem.test_size",
+            "asks for 201 prompts a step (batch_size / rl.num_generations), more than the 200 of problem.test_size",
         ),
+        (
+            lambda r: r["variants"]["grpo_z"].update(num_generations=24),
+            "rl.batch_size (64) must be a multiple of variants.grpo_z.num_generations (24)",
+        ),
+        (
+            lambda r: (r["variants"]["grpo_z"].update(num_generations=2), r["problem"].update(train_size=31)),
+            "asks for 32 prompts a step (batch_size / variants.grpo_z.num_generations), more than the 31",
+        ),
+        (lambda r: r["variants"]["grpo_z"].update(num_generations=1), "variants.grpo_z.num_generations"),
     ],
 )
 def test_invalid_parameters_name_the_key(edit, key):

@@ -95,6 +95,12 @@ def setup_section(params: Params) -> list[str]:
     p = params
     rl = p.rl
     has_rl = any(p.variants[v].objective == "rl" for v in p.run_variants)
+    # RL variants with a group size of their own (TEA Table 4): the same completions a step, fewer prompts.
+    own_n = {
+        v: p.variants[v].options.num_generations
+        for v in p.run_variants
+        if p.variants[v].objective == "rl" and p.variants[v].options.num_generations not in (None, rl.num_generations)
+    }
     lines = [
         "## Setup",
         "",
@@ -105,6 +111,7 @@ def setup_section(params: Params) -> list[str]:
             f" RL variants: {rl.steps} steps of {rl.batch_size} completions ({rl.batch_size // rl.num_generations} "
             f"prompts × n = {rl.num_generations}) at lr {rl.learning_rate:g}, β = {rl.beta:g}, "
             f"temperature {rl.temperature:g}."
+            + "".join(f" `{v}`: n = {n} ({rl.batch_size // n} prompts a step)." for v, n in own_n.items())
             if has_rl
             else ""
         ),
@@ -576,9 +583,9 @@ def oracle_section(params: Params, paths: StudyPaths) -> list[str]:
     lines += _batch_cosine_tables(paths, cfg, ns)
     lines += [
         "",
-        "Rules with state (a reward history, a threshold average) start each group from an empty state, "
-        "so CAT's history quantile behaves as its in-batch fallback here. Centred scores (S − S̄) are in "
-        "diagnoses/oracle_gradient/summary.csv.",
+        "Rules with state (a reward history, a threshold average) start each group from an empty state: "
+        "an empty history gives CAT's history quantile q = 1/2, so it scores as GRPO-Z here. Centred "
+        "scores (S − S̄) are in diagnoses/oracle_gradient/summary.csv.",
         "",
     ]
     return lines
