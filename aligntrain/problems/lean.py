@@ -499,6 +499,33 @@ class LeanProblem(rows.RowStore, Options):
         """True when a step result finished the proof."""
         return _is_proved(result)
 
+    # ------------------------------------------- the test-time search (aligntrain.rollouts.search)
+
+    #: a tactic ends with EOS (step rows' completions are bare tactics) or a newline
+    tactic_stops: ClassVar[tuple[str, ...]] = ("\n",)
+
+    @property
+    def max_search_steps(self) -> int:
+        return self.max_steps
+
+    def search_start(self, row: Mapping[str, Any]) -> LeanState | None:
+        state = self.start(row)
+        return None if isinstance(state, TacticError) else state
+
+    def search_prompt(self, row: Mapping[str, Any], state: LeanState, tactics: Sequence[str]) -> str:
+        """The prover's prompt of the current state (LeanDojo's form: the state, not the tactics so far)."""
+        return format_prompt(state.text)
+
+    def search_step(self, state: LeanState, tactic: str) -> tuple[object | None, bool]:
+        result = self.check_step(state, tactic)
+        if isinstance(result, TacticError):
+            return None, False
+        return result, self.is_proved(result)
+
+    def proof_text(self, tactics: Sequence[str]) -> str:
+        """One tactic per line, as ``grade`` reads a whole proof."""
+        return "".join(f"{tactic}\n" for tactic in tactics)
+
     def grade(self, completion: str, row: Mapping[str, Any]) -> Verdict:
         """A whole proof (one tactic per line) for a theorem row, replayed by the verifier.
 

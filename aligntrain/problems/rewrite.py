@@ -775,3 +775,32 @@ class RewriteProblem(rows.RowStore, Options):
     def is_proved(self, state: object, goal: int) -> bool:
         """True when ``state`` is the number ``goal`` (module function ``is_proved``)."""
         return is_proved(state, goal)
+
+    # ------------------------------------------- the test-time search (aligntrain.rollouts.search)
+
+    #: a tactic ends at the separator, or at the newline after a proof's last one
+    tactic_stops: ClassVar[tuple[str, ...]] = (SEPARATOR, STOP_TEXT)
+    max_search_steps: ClassVar[int] = MAX_PROOF_STEPS
+
+    def search_start(self, row: Mapping[str, Any]) -> tuple[str, int] | None:
+        """(the state after the row's applied tactics, the goal's value); None if one does not apply."""
+        expression, value, done = parse_prompt(row["prompt"])
+        state: str | Invalid = expression
+        for tactic in done:
+            state = check_step(state, tactic)
+            if isinstance(state, Invalid):
+                return None
+        return state, value
+
+    def search_prompt(self, row: Mapping[str, Any], state: tuple[str, int], tactics: Sequence[str]) -> str:
+        """The row's prompt with the attempt's tactics so far, each ended by the separator (a step row's prompt)."""
+        return row["prompt"] + "".join(tactic + SEPARATOR for tactic in tactics)
+
+    def search_step(self, state: tuple[str, int], tactic: str) -> tuple[tuple[str, int] | None, bool]:
+        after = check_step(state[0], tactic)
+        if isinstance(after, Invalid):
+            return None, False
+        return (after, state[1]), is_proved(after, state[1])
+
+    def proof_text(self, tactics: Sequence[str]) -> str:
+        return proof_completion(tactics)

@@ -110,8 +110,7 @@ class HfBackend(Backend):
         from aligntrain.rollouts.generate import sample_completions
 
         model, tokenizer = load_model_and_tokenizer(model_dir, dtype=dtype)
-        if _cuda():
-            model = model.to("cuda")
+        model = move_to_accelerator(model)
         completions = sample_completions(
             model, tokenizer, prompts, samples_per_prompt, sampling, batch_size=batch_size, seed=seed
         )
@@ -223,6 +222,11 @@ def _rescore(model_dir, prompts, completions: list[Completion], dtype: str, batc
         batch_size=batch_size,
     )
     return [replace(c, logp=lp) for c, lp in zip(completions, logps, strict=True)]
+
+
+def move_to_accelerator(model):
+    """The model on the GPU when there is one (as it is otherwise)."""
+    return model.to("cuda") if _cuda() else model
 
 
 def _cuda() -> bool:

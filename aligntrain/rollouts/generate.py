@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 from tqdm.auto import tqdm
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase, StoppingCriteria, StoppingCriteriaList
 
 from aligntrain.validation import check_int
 
@@ -128,11 +128,11 @@ def _sample_batch(model, tokenizer, prompt_ids, batch, sampling: SamplingConfig,
         if sampling.greedy
         else {"do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": 0}
     )
-    stopping = {"stop_strings": list(sampling.stop), "tokenizer": tokenizer} if sampling.stop else {}
+    stop = _StopTexts(tokenizer, sampling.stop, enc["input_ids"].shape[1], len(rows)) if sampling.stop else None
     gen = model.generate(
         **enc,
         **decoding,
-        **stopping,
+        **({"stopping_criteria": StoppingCriteriaList([stop])} if stop else {}),
         max_new_tokens=sampling.max_new_tokens,
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
@@ -143,20 +143,50 @@ def _sample_batch(model, tokenizer, prompt_ids, batch, sampling: SamplingConfig,
     new_tokens = gen.sequences[:, enc["input_ids"].shape[1] :]
     logits = torch.stack(gen.logits, dim=1).float()  # (batch, steps, vocab), before temperature
     token_logp = torch.log_softmax(logits, dim=-1).gather(-1, new_tokens.unsqueeze(-1)).squeeze(-1)
-    # Tokens after the first EOS are padding; the EOS itself belongs to the completion.
+    # Tokens after the first EOS are padding; the EOS itself belongs to the completion. So are the
+    # tokens after the one that completed a stop text (which belongs to it).
     is_eos = new_tokens == tokenizer.eos_token_id
     after_eos = (is_eos.cumsum(dim=1) - is_eos.long()) > 0
     valid = ~after_eos
+    if stop is not None:
+        valid &= torch.arange(new_tokens.shape[1], device=new_tokens.device).unsqueeze(0) < stop.lengths(
+            new_tokens.shape[1]
+        ).unsqueeze(1).to(new_tokens.device)
     seq_logp = (token_logp * valid).sum(dim=1)
     lengths = valid.sum(dim=1)
     padded = new_tokens.masked_fill(~valid, tokenizer.pad_token_id)
     decoded = tokenizer.batch_decode(padded, skip_special_tokens=True)
     finished = [
-        bool(eos) or any(text.endswith(stop) for stop in sampling.stop)
+        bool(eos) or any(stop in text for stop in sampling.stop)
         for eos, text in zip(is_eos.any(dim=1).tolist(), decoded, strict=True)
     ]
     records = zip(batch, decoded, seq_logp.tolist(), lengths.tolist(), finished, new_tokens.tolist())
     return [Completion(p, s, text, lp, n, fin, tuple(ids[:n])) for (p, s), text, lp, n, fin, ids in records]
+
+
+class _StopTexts(StoppingCriteria):
+    """Ends each sequence at the first token after which its completion holds one of ``stops``.
+
+    transformers' own ``stop_strings`` builds a table from the tokenizer's vocabulary that fails for a
+    character vocabulary without the letters it probes with (the embedded problems' tokenizers); this
+    decodes the completions instead, which suits the short completions stop texts are used for.
+    """
+
+    def __init__(self, tokenizer, stops: Sequence[str], prompt_width: int, rows: int) -> None:
+        self.tokenizer, self.stops, self.width, self.rows = tokenizer, tuple(stops), prompt_width, rows
+        self.stopped_at: dict[int, int] = {}  # sequence -> number of its new tokens, the stop's last included
+
+    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
+        new = input_ids[:, self.width :]
+        texts = self.tokenizer.batch_decode(new, skip_special_tokens=True)
+        for i, text in enumerate(texts):
+            if i not in self.stopped_at and any(stop in text for stop in self.stops):
+                self.stopped_at[i] = new.shape[1]
+        return torch.tensor([i in self.stopped_at for i in range(len(texts))], device=input_ids.device)
+
+    def lengths(self, steps: int) -> torch.Tensor:
+        """Each sequence's completion length in tokens (``steps`` where no stop text came)."""
+        return torch.tensor([self.stopped_at.get(i, steps) for i in range(self.rows)])
 
 
 @torch.no_grad()

@@ -30,6 +30,7 @@ def generate_pool(
     from aligntrain.models import policy_rows
     from aligntrain.rollouts.backends import report_logp_gap
     from aligntrain.rollouts.generate import SamplingConfig
+    from aligntrain.rollouts.search import StepSearch
 
     cfg = params.rollouts
     model_dir = paths.variant_model(variant)
@@ -37,19 +38,27 @@ def generate_pool(
     rows = policy_rows(params.model, tokenizer, test_rows)
     context = AutoConfig.from_pretrained(model_dir).max_position_embeddings
     check_prompt_lengths(rows, tokenizer, context=context, max_new_tokens=cfg.max_new_tokens)
+    problem = problem_of(params)
+    sampling = SamplingConfig(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
     start = time.perf_counter()
-    sampled = cfg.backend.sample(
-        model_dir,
-        [r["prompt"] for r in rows],
-        [r["id"] for r in rows],
-        cfg.samples_per_prompt,
-        SamplingConfig(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens),
-        dtype=params.model.dtype,
-        batch_size=cfg.batch_size,
-        seed=params.study.seed,
-    )
+    calls = None
+    if isinstance(problem, StepSearch):  # a tactic at a time, each checked (DCO §5.3's search)
+        sampled, calls = _search(params, model_dir, problem, rows, sampling)
+    else:
+        sampled = cfg.backend.sample(
+            model_dir,
+            [r["prompt"] for r in rows],
+            [r["id"] for r in rows],
+            cfg.samples_per_prompt,
+            sampling,
+            dtype=params.model.dtype,
+            batch_size=cfg.batch_size,
+            seed=params.study.seed,
+        )
     seconds = time.perf_counter() - start
-    pool = build_pool(test_rows, sampled.completions, problem_of(params), sampled.sampler_logps)
+    pool = build_pool(test_rows, sampled.completions, problem, sampled.sampler_logps)
+    if calls is not None:
+        pool["verifier_calls"] = calls
     write_pool(pool, paths.pool(variant, split), sampled.record.as_dict())
     tokens = int(pool.num_tokens.sum())
     gap = report_logp_gap(sampled.completions, sampled.sampler_logps)
@@ -62,7 +71,38 @@ def generate_pool(
         "mean_reward": float(pool.reward.mean()),
         "sampler_logp_gap_mean": gap["mean"],
         "sampler_logp_gap_max": gap["max"],
+        **({"verifier_calls_per_attempt": float(pool.verifier_calls.mean())} if calls is not None else {}),
     }
+
+
+def _search(params: Params, model_dir, problem, rows: Sequence[dict], sampling) -> tuple:
+    """The pool's attempts by step-by-step search (aligntrain.rollouts.search), with transformers."""
+    import transformers
+
+    from aligntrain.models import load_model_and_tokenizer
+    from aligntrain.rollouts.backends import Sampled, SamplerRecord, move_to_accelerator
+    from aligntrain.rollouts.search import search_proofs
+
+    cfg = params.rollouts
+    if cfg.backend.name != "hf":
+        raise ValueError(
+            f"rollouts.backend {cfg.backend.name!r}: problem {params.problem.name!r} is searched a tactic at a time "
+            "(aligntrain.rollouts.search), which runs on transformers: set rollouts.backend to hf"
+        )
+    model, tokenizer = load_model_and_tokenizer(model_dir, dtype=params.model.dtype)
+    model = move_to_accelerator(model)
+    found = search_proofs(
+        model,
+        tokenizer,
+        problem,
+        rows,
+        cfg.samples_per_prompt,
+        sampling,
+        batch_size=cfg.batch_size,
+        seed=params.study.seed,
+    )
+    record = SamplerRecord("hf", f"transformers {transformers.__version__}; step-by-step search", params.model.dtype)
+    return Sampled(found.completions, record, [c.logp for c in found.completions]), found.verifier_calls
 
 
 def check_prompt_lengths(rows: Sequence[dict], tokenizer, *, context: int, max_new_tokens: int) -> None:
