@@ -41,7 +41,7 @@ from pathlib import Path
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from tasks.workspace import Workspace, write_local_config
+from tasks.workspace import Workspace, cache_dir_of, write_local_config
 
 STAGE_BIN_ENV = "ALIGNTRAIN_STAGE_BIN"
 """Folder of the ``aligntrain`` executable the stages run (default: whatever PATH finds)."""
@@ -206,8 +206,8 @@ def share_checkout_config(checkout: Path, study: str) -> None:
         return
     if not (folder / ".dvc").is_dir():
         Repo.init(str(folder), subdir=True).close()
+    cache_dir = cache_dir_of(checkout)
     with Repo(str(checkout)) as root:
-        cache_dir = Path(root.cache.local_cache_dir).resolve()
         remote = root.config["core"].get("remote")
         url = root.config["remote"][remote]["url"] if remote else None
     write_local_config(folder, cache_dir, url)

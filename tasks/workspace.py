@@ -39,6 +39,14 @@ def write_local_config(folder: Path, cache_dir: Path, remote_url: str | None) ->
     (folder / ".dvc" / "config.local").write_text("\n".join(lines) + "\n")
 
 
+def cache_dir_of(checkout: Path) -> Path:
+    """The DVC cache folder of ``checkout`` as its configs set it (``.dvc/cache`` unless moved)."""
+    from dvc.repo import Repo
+
+    with Repo(str(checkout)) as repo:
+        return Path(repo.cache.local_cache_dir).resolve()
+
+
 def _use_cache(path: Path, cache_dir: Path, remote_url: str | None) -> None:
     """Point the workspace's DVC projects (the root and each pipelines/<study>/) at a shared cache
     (and the study's remote), in their local configs."""
@@ -69,7 +77,7 @@ class Workspace:
                 (path / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(source, path / name)
         _commit_snapshot(path)
-        _use_cache(path, checkout / ".dvc" / "cache", None)
+        _use_cache(path, cache_dir_of(checkout), None)
         return cls(path)
 
     @classmethod

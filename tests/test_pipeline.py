@@ -331,6 +331,10 @@ def test_two_studies_never_share_a_workspace(tmp_path):
         assert (ws.path / "params.yaml").read_text() == "a: 1\n"
         assert cache in (ws.path / ".dvc" / "config.local").read_text()
         assert cache in (ws.path / "pipelines" / "s" / ".dvc" / "config.local").read_text()
+    # A checkout whose cache was moved (`dvc cache dir`): its workspaces use that cache.
+    (checkout / ".dvc" / "config.local").write_text(f"[cache]\n    dir = {tmp_path / 'moved'}\n")
+    three = Workspace.copy_of(checkout, "study-three", "train@ce")
+    assert f"dir = {(tmp_path / 'moved').resolve()}\n" in (three.path / ".dvc" / "config.local").read_text()
 
 
 def test_the_flow_makes_a_new_study_folder_a_dvc_project_on_the_checkouts_cache_and_remote(tmp_path):
