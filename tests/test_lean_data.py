@@ -356,7 +356,7 @@ def test_validate_row_names_the_bad_field(leandojo, edit, field):
 
 def _problem(leandojo: Path | None = None, minif2f: Path | None = None, **options) -> Problem:
     given = {"leandojo": str(leandojo) if leandojo else None, "minif2f": str(minif2f) if minif2f else None}
-    return PROBLEMS.parse("lean", {**given, "verifier": "standin", **options})
+    return PROBLEMS.parse("lean", {**given, "verifier": "standin", "test_set": "leandojo", **options})
 
 
 def test_generate_splits_gives_step_rows_to_train_and_theorem_rows_to_test(leandojo, minif2f, tmp_path):
@@ -447,3 +447,12 @@ def test_a_theorem_reads_back_from_its_json_and_refuses_wrong_types(leandojo):
     ]:
         with pytest.raises(ValueError, match=message):
             Theorem.from_json(broken)
+
+
+def test_the_repl_is_not_asked_to_start_leandojo_theorems():
+    """The REPL cannot start a LeanDojo theorem (no statement): refused when the options are read, before any
+    training, not at the first test theorem of the search."""
+    with pytest.raises(ValueError, match="test_set 'leandojo' with verifier 'repl': the REPL cannot start"):
+        PROBLEMS.parse("lean", {"test_set": "leandojo"})
+    assert PROBLEMS.parse("lean", {}).test_set == "minif2f"
+    assert PROBLEMS.parse("lean", {"test_set": "leandojo", "verifier": "standin"}).test_set == "leandojo"

@@ -78,7 +78,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, PrivateAttr, StrictInt
+from pydantic import Field, PrivateAttr, StrictInt, model_validator
 
 from aligntrain.grading import Verdict
 from aligntrain.lean.repl import LeanReplVerifier
@@ -405,7 +405,9 @@ class LeanProblem(rows.RowStore, Options):
         None, description="The MiniF2F (Lean 4) JSONL file (name, split, formal_statement, ...); for test_set minif2f."
     )
     test_set: Literal["leandojo", "minif2f"] = Field(
-        "leandojo", description="The test theorems: LeanDojo's test.json or MiniF2F's test split."
+        "minif2f",
+        description="The test theorems: MiniF2F's test split, or LeanDojo's test.json (which the REPL cannot start "
+        "yet: with verifier 'repl' it is refused).",
     )
     verifier: Literal["repl", "standin"] = Field(
         "repl", description="Who checks proofs: the Lean 4 REPL (needs Lean: README) or the toy stand-in prover."
@@ -418,6 +420,17 @@ class LeanProblem(rows.RowStore, Options):
     max_steps: StrictInt = Field(MAX_PROOF_STEPS, ge=1, description="Most tactics in one proof (DCO App. B: 50).")
 
     _verifier: LeanVerifier | None = PrivateAttr(None)
+
+    @model_validator(mode="after")
+    def _repl_starts_what_it_can(self) -> LeanProblem:
+        # Refused here, before any training: the search would stop at the first test theorem.
+        if self.verifier == "repl" and self.test_set == "leandojo":
+            raise ValueError(
+                "test_set 'leandojo' with verifier 'repl': the REPL cannot start LeanDojo theorems yet (the "
+                "benchmark gives their location, not their statement; pipelines/dco_lean/README.md, 'What "
+                "remains'): use test_set 'minif2f', or verifier 'standin'"
+            )
+        return self
 
     # ----------------------------------------------------------------- data
 
