@@ -10,12 +10,18 @@ What is written (:func:`write_standins`), under one folder:
 
 * ``models/<family>``: a freshly initialised causal LM of each architecture family
   the seeds' studies use (:data:`FAMILIES`: Mistral for Mistral-7B-Instruct, Llama for
-  Llama-3 and Llama-3.2, GPT-2 for ProtGPT2), saved with ``save_pretrained`` with a
-  character tokenizer. The Mistral and Llama tokenizers have the special tokens and the
-  chat template of the real family (:data:`CHAT_FORMS`): Mistral-7B-Instruct-v0.2's
-  ``<s>[INST] ... [/INST]`` turns and Llama 3's ``<|start_header_id|>`` headers closed by
-  ``<|eot_id|>``, each special token one token; the GPT-2 one keeps a plain template
-  (``[user] ...\\n[assistant] ``; ProtGPT2 has none and its study renders no prompt).
+  Llama-3 and Llama-3.2, GPT-2 for ProtGPT2, Qwen2 for Qwen2.5-Math-1.5B), saved with
+  ``save_pretrained`` with its tokenizer. The Mistral, Llama and Qwen2 tokenizers have the
+  special tokens and the chat template of the real family (:data:`CHAT_FORMS`):
+  Mistral-7B-Instruct-v0.2's ``<s>[INST] ... [/INST]`` turns, Llama 3's
+  ``<|start_header_id|>`` headers closed by ``<|eot_id|>``, Qwen2.5-Math's ``<|im_start|>``
+  turns (ChatML) with no BOS token and ``<|endoftext|>`` as EOS, each special token one
+  token. The Mistral, Llama and GPT-2 tokenizers are character tokenizers; the Qwen2 one is
+  byte-level (a ``Qwen2Tokenizer`` over the 256 bytes, no merges: transformers loads any
+  qwen2 tokenizer as its own byte-level BPE, so a character one would not survive
+  ``AutoTokenizer``). The GPT-2 one keeps a plain template (``[user] ...\\n[assistant] ``;
+  ProtGPT2 has none and its study renders no prompt). A base model's study (DCO's Llama-3 8B
+  and Qwen2.5-Math-1.5B) renders no template either: its prompts are plain text.
   Tiny: 2 layers of width 32 to 64.
 * ``data/math/train.parquet``: records in the exact schema of ``EleutherAI/hendrycks_math``
   (``problem``, ``level`` "Level k", ``type`` the subject, ``solution`` with the answer in
@@ -40,10 +46,22 @@ What is written (:func:`write_standins`), under one folder:
   has a Python 2 one (language 1) listed first, as the hub's records do; the last train problem
   has only the Python 2 one (no gold: dropped from train), and TACO test ends with one
   call-based problem (``fn_name``: skipped by the loader).
+* ``data/lean/leandojo_benchmark_4/random/{train,val,test}.json`` in the schema of LeanDojo
+  Benchmark 4 (:mod:`aligntrain.problems.lean`: a JSON array of theorems with ``url``,
+  ``commit``, ``file_path``, ``full_name``, ``start``, ``end`` and ``traced_tactics`` of
+  ``{tactic, annotated_tactic, state_before, state_after}``), for DCO §5.3's prover:
+  toy propositional theorems (:data:`LEAN_TEMPLATES`: implication chains, ∧/∨/↔ swaps and
+  eliminations) in the language of :class:`~aligntrain.lean.standin.StandinVerifier`,
+  their traced states printed by that verifier replaying the gold proof (``state_after``
+  ``"no goals"`` after the last tactic), proofs of 1 to 6 tactics (levels 1..5); 48, 8 and 8
+  theorems (:func:`write_lean_standins`' sizes). The splits hold distinct theorems (by full
+  name and by initial state); train ends with one more theorem, without traced tactics (a
+  term-mode proof, as the release has: the loader leaves it out).
 
-The tokenizers' alphabet is every character of the stand-in data and the chat
-markers, so no stand-in text meets ``<unk>`` (a token of the character tokenizers only:
-Llama 3's byte-level tokenizer has none).
+The character tokenizers' alphabet is every character of the stand-in data and the chat
+markers (and every character the toy Lean language prints: :data:`LEAN_ALPHABET`), so no
+stand-in text meets ``<unk>`` (a token of the character tokenizers only: the byte-level
+tokenizers of Llama 3 and Qwen2.5, and the Qwen2 stand-in, have none).
 """
 
 from __future__ import annotations
@@ -95,33 +113,62 @@ LLAMA3_CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}"
 )
 
+#: Qwen2.5-Math's default system turn, written when a conversation has none
+QWEN_MATH_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
+
+#: Qwen2.5-Math-1.5B's form (ChatML): each turn is ``<|im_start|>``, the role, a newline, the content, ``<|im_end|>``
+#: and a newline, after a system turn (the first message when it is one, else :data:`QWEN_MATH_SYSTEM`); the
+#: generation prompt is the assistant's header. No BOS. The real template's tool calls are left out.
+QWEN2_MATH_CHAT_TEMPLATE = (
+    "{% if messages[0]['role'] == 'system' %}"
+    "{{ '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"
+    "{% else %}"
+    "{{ '<|im_start|>system\\nPlease reason step by step, and put your final answer within \\\\boxed{}.' }}"
+    "{{ '<|im_end|>\\n' }}"
+    "{% endif %}"
+    "{% for message in messages %}"
+    "{% if message['role'] != 'system' or not loop.first %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
 
 @dataclass(frozen=True)
 class ChatForm:
     """The special tokens and chat template of a real tokenizer family, for a character tokenizer to carry.
 
+    ``bos``, ``unk``: None for a family whose tokenizer has none (Qwen2.5: nothing is prepended);
     ``extra``: special tokens beyond BOS, EOS, pad and unk; ``markers``: the plain text the
-    template writes (its characters join the alphabet).
+    template writes (its characters join the alphabet). ``byte_level``: the transformers class of a
+    family whose tokenizer transformers always rebuilds as its own byte-level BPE pipeline from the
+    vocabulary (Qwen2's: ``AutoTokenizer`` ignores a saved character pipeline for model type qwen2);
+    its stand-in is that class over the 256 bytes, no merges (:func:`byte_level_tokenizer`).
     """
 
-    bos: str
+    bos: str | None
     eos: str
     pad: str
-    unk: str
+    unk: str | None
     extra: tuple[str, ...]
     template: str
     markers: str
+    byte_level: str | None = None
 
     @property
     def special_tokens(self) -> tuple[str, ...]:
-        return (self.unk, self.bos, self.eos, self.pad, *self.extra)
+        return tuple(token for token in (self.unk, self.bos, self.eos, self.pad, *self.extra) if token is not None)
 
 
 #: family -> the form of its stand-in tokenizer. Mistral-7B-Instruct-v0.2: ``<s>``, ``</s>``, ``<unk>``.
 #: Llama 3 Instruct (Llama-3.2-1B-Instruct, Skywork-Reward-V2-Llama-3.1-8B): ``<|begin_of_text|>``, EOS
 #: ``<|eot_id|>`` (the end of a turn, where generation stops), the header tokens and ``<|end_of_text|>``.
-#: [choice] Each has a pad token (Llama 3.1's ``<|finetune_right_pad_id|>``; ``<pad>`` for Mistral, whose
-#: tokenizer has none), so that padding never reuses EOS, as the stand-in studies have always padded.
+#: Qwen2.5-Math-1.5B (DCO §5.3's prover, a base model): no BOS, EOS ``<|endoftext|>`` (where a base model's
+#: generation stops), ``<|im_start|>`` and ``<|im_end|>``.
+#: [choice] Each has a pad token (Llama 3.1's ``<|finetune_right_pad_id|>``; ``<pad>`` for Mistral and Qwen2.5,
+#: whose tokenizers have none or pad with EOS), so that padding never reuses EOS, as the stand-in studies have
+#: always padded.
 CHAT_FORMS: dict[str, ChatForm] = {
     "mistral": ChatForm("<s>", "</s>", "<pad>", "<unk>", (), MISTRAL_CHAT_TEMPLATE, "[INST] [/INST]"),
     "llama": ChatForm(
@@ -132,6 +179,16 @@ CHAT_FORMS: dict[str, ChatForm] = {
         ("<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>"),
         LLAMA3_CHAT_TEMPLATE,
         "system user assistant\n",
+    ),
+    "qwen2": ChatForm(
+        None,
+        "<|endoftext|>",
+        "<pad>",
+        None,
+        ("<|im_start|>", "<|im_end|>"),
+        QWEN2_MATH_CHAT_TEMPLATE,
+        "system user assistant\n" + QWEN_MATH_SYSTEM,
+        byte_level="Qwen2Tokenizer",
     ),
 }
 
@@ -151,6 +208,18 @@ FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
     ),
     # ProtGPT2 (CAT's protein best-of-N): a GPT-2 architecture
     "gpt2": ("GPT2Config", "GPT2LMHeadModel", dict(n_head=4)),
+    # Qwen2.5-Math-1.5B (DCO §5.3's Lean prover): grouped-query attention, tied embeddings, no sliding window
+    "qwen2": (
+        "Qwen2Config",
+        "Qwen2ForCausalLM",
+        dict(
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            intermediate_size=128,
+            tie_word_embeddings=True,
+            use_sliding_window=False,
+        ),
+    ),
 }
 
 SUBJECTS = (
@@ -490,28 +559,354 @@ def contest_texts(n: int) -> list[str]:
     return texts
 
 
+# ---------------------------------------------------------------------------
+# LeanDojo Benchmark 4 stand-in (DCO §5.3): toy propositional theorems the stand-in prover replays
+
+
+@dataclass(frozen=True)
+class LeanTemplate:
+    """One kind of toy theorem over ``arity`` distinct proposition variables, with its gold proof.
+
+    ``build(names)`` gives the theorem's first goal (a :class:`~aligntrain.lean.standin.Goal`) and
+    the gold proof's tactics; ``group`` names the (made-up) file that declares it.
+    """
+
+    name: str
+    group: str
+    arity: int
+    build: Callable[[tuple[str, ...]], tuple[Any, tuple[str, ...]]]
+
+
+def _lean_goal(names: tuple[str, ...], hypotheses: list[tuple[str, Any]], target: Any):
+    from aligntrain.lean.standin import PROP, Goal
+
+    return Goal(tuple((name, PROP) for name in names) + tuple(hypotheses), target)
+
+
+def _imp(a, b):
+    return ("→", a, b)
+
+
+def _and(a, b):
+    return ("∧", a, b)
+
+
+def _or(a, b):
+    return ("∨", a, b)
+
+
+def _iff(a, b):
+    return ("↔", a, b)
+
+
+_SUB = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
+
+
+def _h(*names: str) -> str:
+    """A hypothesis named after the propositions it proves: ``hp``, ``hpq``."""
+    return "h" + "".join(names)
+
+
+def _chain(k: int, intro: bool) -> LeanTemplate:
+    """Hypotheses h₁ : a₀ → a₁, …, h_k : a_{k-1} → a_k; the goal a₀ → a_k (``intro``), else a_k with a
+    proof of a₀. Proof: (intro,) apply h_k, …, apply h₂, exact h₁ _: k tactics, one more with intro."""
+
+    def build(v):
+        steps = [(f"h{i}".translate(_SUB), _imp(v[i - 1], v[i])) for i in range(1, k + 1)]
+        applies = [f"apply h{i}".translate(_SUB) for i in range(k, 1, -1)]
+        if intro:
+            return _lean_goal(v, steps, _imp(v[0], v[k])), (f"intro {_h(v[0])}", *applies, f"exact h₁ {_h(v[0])}")
+        return _lean_goal(v, [*steps, (_h(v[0]), v[0])], v[k]), (*applies, f"exact h₁ {_h(v[0])}")
+
+    return LeanTemplate(f"imp_chain{k}" + ("_intro" if intro else ""), "Implication", k + 1, build)
+
+
+def _template(name: str, group: str, arity: int, build) -> LeanTemplate:
+    return LeanTemplate(name, group, arity, lambda v: build(*v))
+
+
+#: the toy theorems of the LeanDojo stand-in: every tactic form of the stand-in prover, proofs of 1 to 6 tactics
+#: (hypotheses are named after their propositions, as ``hp : p``)
+LEAN_TEMPLATES: tuple[LeanTemplate, ...] = (
+    *(_chain(k, intro) for k in range(1, 6) for intro in (False, True)),
+    _template("and_left", "And", 2, lambda p, q: (_lean_goal((p, q), [("h", _and(p, q))], p), ("exact h.1",))),
+    _template(
+        "and_right", "And", 2,
+        lambda p, q: (
+            _lean_goal((p, q), [("h", _and(p, q))], q), (f"obtain ⟨{_h(p)}, {_h(q)}⟩ := h", f"exact {_h(q)}")
+        ),
+    ),
+    _template(
+        "and_swap", "And", 2,
+        lambda p, q: (_lean_goal((p, q), [], _imp(_and(p, q), _and(q, p))), ("intro h", "exact ⟨h.2, h.1⟩")),
+    ),
+    _template(
+        "and_swap_cases", "And", 2,
+        lambda p, q: (
+            _lean_goal((p, q), [], _imp(_and(p, q), _and(q, p))),
+            ("intro h", f"rcases h with ⟨{_h(p)}, {_h(q)}⟩", "constructor", f"exact {_h(q)}", f"exact {_h(p)}"),
+        ),
+    ),
+    _template(
+        "and_assoc", "And", 3,
+        lambda p, q, r: (
+            _lean_goal((p, q, r), [("h", _and(_and(p, q), r))], _and(p, _and(q, r))),
+            (
+                f"rcases h with ⟨{_h(p, q)}, {_h(r)}⟩",
+                f"rcases {_h(p, q)} with ⟨{_h(p)}, {_h(q)}⟩",
+                f"exact ⟨{_h(p)}, ⟨{_h(q)}, {_h(r)}⟩⟩",
+            ),
+        ),
+    ),
+    _template(
+        "and_true", "And", 1,
+        lambda p: (_lean_goal((p,), [(_h(p), p)], _and(p, "True")), ("constructor", "assumption", "trivial")),
+    ),
+    _template(
+        "curry", "And", 3,
+        lambda p, q, r: (
+            _lean_goal((p, q, r), [], _imp(_imp(_and(p, q), r), _imp(p, _imp(q, r)))),
+            (f"intro h {_h(p)} {_h(q)}", f"exact h ⟨{_h(p)}, {_h(q)}⟩"),
+        ),
+    ),
+    _template(
+        "modus_ponens", "Implication", 2,
+        lambda p, q: (
+            _lean_goal((p, q), [], _imp(p, _imp(_imp(p, q), q))),
+            (f"intro {_h(p)} {_h(p, q)}", f"exact {_h(p, q)} {_h(p)}"),
+        ),
+    ),
+    _template(
+        "or_inl", "Or", 2,
+        lambda p, q: (_lean_goal((p, q), [(_h(p), p)], _or(p, q)), ("left", f"exact {_h(p)}")),
+    ),
+    _template(
+        "or_elim", "Or", 3,
+        lambda p, q, r: (
+            _lean_goal((p, q, r), [(_h(p, r), _imp(p, r)), (_h(q, r), _imp(q, r))], _imp(_or(p, q), r)),
+            ("intro h", f"rcases h with {_h(p)} | {_h(q)}", f"exact {_h(p, r)} {_h(p)}", f"exact {_h(q, r)} {_h(q)}"),
+        ),
+    ),
+    _template(
+        "or_swap", "Or", 2,
+        lambda p, q: (
+            _lean_goal((p, q), [], _imp(_or(p, q), _or(q, p))),
+            ("intro h", f"rcases h with {_h(p)} | {_h(q)}", "right", f"exact {_h(p)}", "left", "assumption"),
+        ),
+    ),
+    _template(
+        "iff_mp", "Iff", 2,
+        lambda p, q: (_lean_goal((p, q), [("h", _iff(p, q)), (_h(p), p)], q), (f"exact h.mp {_h(p)}",)),
+    ),
+    _template(
+        "iff_mpr", "Iff", 2,
+        lambda p, q: (_lean_goal((p, q), [("h", _iff(p, q)), (_h(q), q)], p), ("apply h.mpr", "assumption")),
+    ),
+    _template(
+        "iff_intro", "Iff", 2,
+        lambda p, q: (
+            _lean_goal((p, q), [(_h(p, q), _imp(p, q)), (_h(q, p), _imp(q, p))], _iff(p, q)),
+            (f"exact ⟨{_h(p, q)}, {_h(q, p)}⟩",),
+        ),
+    ),
+    _template(
+        "iff_intro_split", "Iff", 2,
+        lambda p, q: (
+            _lean_goal((p, q), [(_h(p, q), _imp(p, q)), (_h(q, p), _imp(q, p))], _iff(p, q)),
+            ("constructor", f"exact {_h(p, q)}", f"exact {_h(q, p)}"),
+        ),
+    ),
+    _template(
+        "iff_symm", "Iff", 2,
+        lambda p, q: (
+            _lean_goal((p, q), [], _imp(_iff(p, q), _iff(q, p))),
+            ("intro h", "constructor", "exact h.mpr", "exact h.mp"),
+        ),
+    ),
+)  # fmt: skip
+#: the proposition names theorems draw from (``h`` starts every hypothesis name)
+LEAN_VARIABLES = "abcdefgkmnpqrstuvwxyz"
+#: every character the toy Lean language prints (connectives, brackets, subscripts), beyond the data's own
+LEAN_ALPHABET = "∧∨→↔⊢⟨⟩(),.|:= _'" + "₀₁₂₃₄₅₆₇₈₉" + "0123456789"
+#: the repository the made-up theorems name (the release's is mathlib4); no Lean project holds them
+LEAN_URL = "https://github.com/leanprover-community/mathlib4"
+LEAN_COMMIT = "0" * 40
+
+
+def _lean_level(template: LeanTemplate) -> int:
+    return min(len(template.build(tuple(LEAN_VARIABLES[: template.arity]))[1]), 5)
+
+
+def _traced(template: LeanTemplate, names: tuple[str, ...]) -> tuple[str, list[dict[str, Any]]]:
+    """(initial state, traced tactics) of ``template`` over ``names``: the stand-in prover replays the gold proof
+    and prints every state (``"no goals"`` after the last tactic); RuntimeError if a tactic fails."""
+    from aligntrain.lean.standin import StandinVerifier, format_goal
+    from aligntrain.lean.verifier import LeanState, ProofFinished, Theorem
+    from aligntrain.problems.lean import LEANDOJO, NO_GOALS
+
+    goal, tactics = template.build(names)
+    verifier = StandinVerifier()
+    state = verifier.start(Theorem(name=template.name, source=LEANDOJO, initial_state=format_goal(goal)))
+    if not isinstance(state, LeanState):
+        raise RuntimeError(f"template {template.name!r} over {names}: the prover cannot start it: {state!r}")
+    traced = []
+    for index, tactic in enumerate(tactics):
+        after = verifier.step(state, tactic)
+        last = index == len(tactics) - 1
+        if not (isinstance(after, ProofFinished) if last else isinstance(after, LeanState)):
+            raise RuntimeError(f"template {template.name!r} over {names}: tactic {index} {tactic!r} gives {after!r}")
+        after_text = NO_GOALS if last else after.text
+        traced.append(
+            {"tactic": tactic, "annotated_tactic": [tactic, []], "state_before": state.text, "state_after": after_text}
+        )
+        state = after
+    return traced[0]["state_before"], traced
+
+
+def leandojo_records(train: int, valid: int, test: int, seed: int = 0) -> dict[str, list[dict[str, Any]]]:
+    """The stand-in theorems as LeanDojo Benchmark 4 records, by file (``train.json``, ``val.json``, ``test.json``).
+
+    Theorem i has level 1 + i mod 5 (train first, then val, then test), a template of that level and
+    proposition names drawn (seeded by ``seed``) until its initial state is new: the splits hold distinct
+    full names and initial states. ``train.json`` ends with one more theorem, without traced tactics.
+    """
+    rng = random.Random(f"aligntrain/standins/lean:{seed}")
+    by_level: dict[int, list[LeanTemplate]] = {}
+    for template in LEAN_TEMPLATES:
+        by_level.setdefault(_lean_level(template), []).append(template)
+    seen: set[str] = set()
+    lines: dict[str, int] = {}  # the next free line of each made-up file
+    theorems = []
+    for index in range(train + valid + test):
+        for _ in range(1000):
+            template = rng.choice(by_level[1 + index % 5])
+            names = tuple(rng.sample(LEAN_VARIABLES, template.arity))
+            state, traced = _traced(template, names)
+            if state not in seen:
+                break
+        else:
+            raise ValueError(f"{train + valid + test} theorems asked for: the templates give no new one at {index}")
+        seen.add(state)
+        file_path = f"StandIn/Logic/{template.group}.lean"
+        start = lines.get(file_path, 1)
+        lines[file_path] = start + len(traced) + 2  # the declaration, a line per tactic, a blank line
+        theorems.append(
+            {
+                "url": LEAN_URL,
+                "commit": LEAN_COMMIT,
+                "file_path": file_path,
+                "full_name": f"StandIn.{template.name}_{''.join(names)}",
+                "start": [start, 1],
+                "end": [start + len(traced), 3 + len(traced[-1]["tactic"])],
+                "traced_tactics": traced,
+            }
+        )
+    term_mode = {
+        "url": LEAN_URL,
+        "commit": LEAN_COMMIT,
+        "file_path": "StandIn/Logic/Basic.lean",
+        "full_name": "StandIn.true_intro",
+        "start": [1, 1],
+        "end": [1, 38],
+        "traced_tactics": [],
+    }
+    return {
+        "train.json": [*theorems[:train], term_mode],
+        "val.json": theorems[train : train + valid],
+        "test.json": theorems[train + valid :],
+    }
+
+
+def write_lean_standins(
+    folder: str | Path, *, train: int = 48, valid: int = 8, test: int = 8, seed: int = 0
+) -> dict[str, Path]:
+    """The LeanDojo Benchmark 4 stand-in under ``folder/data/lean`` (module docstring); its paths by name.
+
+    ``leandojo``: the release folder (``leandojo_benchmark_4``, problem ``lean``'s option ``leandojo``, where
+    the study keeps the real one: ``data/lean/``); ``leandojo_train``, ``leandojo_val``, ``leandojo_test``:
+    the files of its ``random`` split.
+    """
+    root = Path(folder) / "data" / "lean" / "leandojo_benchmark_4"
+    (root / "random").mkdir(parents=True, exist_ok=True)
+    paths = {"leandojo": root}
+    for file, records in leandojo_records(train, valid, test, seed).items():
+        paths[f"leandojo_{file.removesuffix('.json')}"] = root / "random" / file
+        text = json.dumps(records, ensure_ascii=False, indent=1) + "\n"
+        (root / "random" / file).write_text(text, encoding="utf-8")
+    return paths
+
+
+def lean_texts(leandojo: str | Path) -> list[str]:
+    """Every text the ``lean`` problem reads from a written LeanDojo stand-in: step prompts, tactics, states."""
+    from aligntrain.problems.lean import NO_GOALS, format_prompt, read_leandojo
+
+    texts = [format_prompt(""), NO_GOALS, LEAN_ALPHABET]
+    for file in ("train.json", "val.json", "test.json"):
+        for traced in read_leandojo(Path(leandojo) / "random" / file):
+            texts += [traced.theorem.name]
+            for step in traced.steps:
+                texts += [format_prompt(step.state_before), step.tactic, step.state_after]
+    return texts
+
+
 def chat_tokenizer(family: str, texts: list[str]):
     """A character tokenizer over ``texts`` with the special tokens and chat template of ``family``.
 
     The form is :data:`CHAT_FORMS`' entry for ``family``. As
     :func:`aligntrain.models.tiny.build_char_tokenizer`, each character is one token and every
-    encoded text starts with BOS; each special token is registered as one (never split into characters).
+    encoded text starts with BOS (where the family has one); each special token is registered as one
+    (never split into characters). A byte-level family (Qwen2) gets :func:`byte_level_tokenizer`,
+    which reads every text.
     """
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
     form = CHAT_FORMS[family]
+    if form.byte_level is not None:
+        return byte_level_tokenizer(form)
     alphabet = sorted({ch for text in [*texts, form.markers] for ch in text})
     vocab = {token: i for i, token in enumerate([*form.special_tokens, *alphabet])}
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token=form.unk))
     core.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
     core.decoder = decoders.Fuse()
-    core.post_processor = processors.TemplateProcessing(
-        single=f"{form.bos} $A", pair=f"{form.bos} $A $B", special_tokens=[(form.bos, vocab[form.bos])]
-    )
+    if form.bos is not None:
+        core.post_processor = processors.TemplateProcessing(
+            single=f"{form.bos} $A", pair=f"{form.bos} $A $B", special_tokens=[(form.bos, vocab[form.bos])]
+        )
     core.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in form.special_tokens])
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=core,
+        bos_token=form.bos,
+        eos_token=form.eos,
+        pad_token=form.pad,
+        unk_token=form.unk,
+        extra_special_tokens=list(form.extra),
+    )
+    tokenizer.chat_template = form.template
+    return tokenizer
+
+
+def _byte_symbols() -> list[str]:
+    """The 256 byte-level BPE symbols (GPT-2's ``bytes_to_unicode``), in the order of GPT-2's and Qwen2's first ids."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    rest = [byte for byte in range(256) if byte not in printable]
+    return [chr(byte) for byte in printable] + [chr(256 + index) for index in range(len(rest))]
+
+
+def byte_level_tokenizer(form: ChatForm):
+    """``form.byte_level``'s own tokenizer class over a vocabulary of the 256 bytes and the special tokens, no merges.
+
+    Every UTF-8 byte of a text is one token (a Lean symbol such as ``⊢`` is three), so no text is
+    unknown and decoding gives the text back; the special tokens are one token each. It is the
+    pipeline ``AutoTokenizer`` rebuilds when it loads the saved tokenizer (for Qwen2: NFC, Qwen's
+    pre-tokenizing regex, byte-level), so what is saved is what is loaded.
+    """
+    import transformers
+
+    vocab = {token: index for index, token in enumerate([*_byte_symbols(), *form.special_tokens])}
+    tokenizer = getattr(transformers, form.byte_level)(
+        vocab=vocab,
+        merges=[],
         bos_token=form.bos,
         eos_token=form.eos,
         pad_token=form.pad,
@@ -566,7 +961,11 @@ def tiny_causal_lm(family: str, tokenizer, *, hidden_size: int = 32, num_layers:
 
 
 def write_standins(folder: str | Path, *, train_size: int = 256, test_size: int = 32) -> dict[str, Path]:
-    """Write every stand-in under ``folder`` (module docstring); returns their paths by name."""
+    """Write every stand-in under ``folder`` (module docstring); returns their paths by name.
+
+    Models by family (:data:`FAMILIES`) and ``reward``; data by data set and split (``math_train``,
+    ``code_contests_valid``, ``leandojo`` the LeanDojo release folder, ...).
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -599,11 +998,13 @@ def write_standins(folder: str | Path, *, train_size: int = 256, test_size: int 
 
     contest_sizes = dict(train=max(train_size // 4, 4), valid=8, test=max(test_size // 2, 4))
     paths.update(write_contest_standins(folder, **contest_sizes))
+    paths.update(write_lean_standins(folder))  # 48, 8 and 8 theorems: enough for the dco_lean stand-in's sizes
 
     texts = [value for record in [*train, *test] for value in record.values() if isinstance(value, str)]
     texts += contest_texts(2 * sum(contest_sizes.values()) - contest_sizes["valid"])
     # The 20 residues and the hydro task markers, so that the GPT-2 stand-in (ProtGPT2) reads hydro rows too.
     texts += [format_prompt("?"), ANSWER_MARKER, "[user] [assistant] \n0123456789", hydro.ALPHABET, "U:C:"]
+    texts += lean_texts(paths["leandojo"])
     tokenizers = {family: chat_tokenizer(family, texts) for family in CHAT_FORMS}
     tokenizers["gpt2"] = build_char_tokenizer(texts)
     tokenizers["gpt2"].chat_template = CHAT_TEMPLATE

@@ -165,6 +165,31 @@ def test_tang_codecontests_runs_end_to_end_on_stand_ins(tmp_path):
     assert "| `loo_pass_at_k` | rl | " in report
 
 
+@pytest.mark.slow
+def test_dco_lean_runs_end_to_end_on_stand_ins(tmp_path):
+    """pipelines/dco_lean: a tiny Qwen2 (Qwen2.5-Math-1.5B's architecture) trained with DCO_step on step rows of
+    LeanDojo-schema stand-in theorems, then proof search at test time, every tactic checked by the stand-in
+    prover: each attempt's verifier calls are in the pool, and a proof it grades correct replays as one."""
+    from aligntrain.lean.standin import StandinVerifier
+    from aligntrain.lean.verifier import Theorem, check_proof
+
+    study, params = _run_standin("dco_lean", tmp_path / "run", ["dco_step_4"])
+    _check_every_variant_was_evaluated(study, params)
+    config = json.loads((study / "models" / "variants" / "dco_step_4" / "config.json").read_text())
+    assert config["architectures"] == ["Qwen2ForCausalLM"]
+    train = pq.read_table(study / "data" / "train.parquet").to_pylist()
+    assert all("-s" in row["id"] and row["prompt"].startswith("[GOAL]\n") for row in train), "step rows"
+    pool = pq.read_table(study / "pools" / "dco_step_4.parquet").to_pandas()
+    assert (pool.verifier_calls >= 1).all() and (pool.verifier_calls <= params["problem"]["options"]["max_steps"]).all()
+    test = {row["id"]: row for row in pq.read_table(study / "data" / "test.parquet").to_pylist()}
+    for row in pool.itertuples():
+        tactics = [line for line in row.text.splitlines() if line.strip()]
+        check = check_proof(StandinVerifier(), Theorem.from_json(test[row.prompt_id]["answer"]), tactics, 8)
+        assert check.proved == row.correct, row.text
+    report = (study / "reports" / "index.md").read_text()
+    assert "| `dco_step_4` | " in report
+
+
 def _launch_standin(dest: Path, env: dict, *flags: str) -> tuple[Path, subprocess.CompletedProcess]:
     """scripts/run_standin.py on dco_math's micro stand-in, variant ce, up to its warm-up stage."""
     command = [sys.executable, str(ROOT / "scripts" / "run_standin.py"), "pipelines/dco_math", str(dest)]
