@@ -209,11 +209,27 @@ def _launch_standin(dest: Path, env: dict, *flags: str) -> tuple[Path, subproces
 def test_a_training_stage_launches_itself_as_two_processes_under_dvc_repro(tmp_path):
     """pipelines/dco_math with launch.num_processes 2: `dvc repro` runs the warm-up stage's command, which
     relaunches itself under accelerate launch (two gloo processes on CPU), each with half the batch; process 0
-    alone logs and saves. The saved model is the one-process run's (batch 4) up to float32 rounding."""
+    alone logs and saves. The saved model is the one-process run's (batch 4) up to float32 rounding.
+
+    One stand-in copy serves both runs: the one-process warm-up first, then the launch section in the
+    study's params.yaml, `aligntrain pipeline`, and `dvc repro warmup` again (prepare is unchanged; pretrain,
+    a launched stage too, copies the pretrained base again)."""
+    import shutil
+
     env = {k: v for k, v in os.environ.items() if k != "STAGEHOST_SOCKET"}  # its subject is the processes
-    single, _ = _launch_standin(tmp_path / "one", env)
-    study, done = _launch_standin(tmp_path / "two", env, "--processes", "2", "--set", "warmup.batch_size=2")
+    study, _ = _launch_standin(tmp_path / "copy", env)
+    single = tmp_path / "one"
+    shutil.copytree(study / "models", single / "models")
+    params = yaml.safe_load((study / "params.yaml").read_text())
+    params["launch"] = {"num_processes": 2}
+    params["warmup"]["batch_size"] = 2
+    (study / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    env = {**env, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(tmp_path / "copy")}  # the copy's code, as run_standin
+    subprocess.run(["aligntrain", "pipeline", "--root", "."], cwd=study, env=env, check=True, capture_output=True)
+    done = subprocess.run(["dvc", "repro", "warmup"], cwd=study, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "warmup: 2 processes: -m accelerate.commands.launch --num_processes 2 --multi_gpu" in done.stderr
+    assert "Running stage 'prepare'" not in done.stdout  # pretrain runs again: launched too (it copies the base)
     lock = yaml.safe_load((study / "dvc.lock").read_text())["stages"]
     assert set(lock) == {"prepare", "pretrain", "warmup"}
     assert lock["warmup"]["params"]["params.yaml"]["launch"] == {"num_processes": 2}
@@ -227,7 +243,7 @@ def test_a_training_stage_launches_itself_as_two_processes_under_dvc_repro(tmp_p
             "select r.name, m.value from runs r left join metrics m on m.run_uuid = r.run_uuid "
             "and m.key = 'processes' where r.name = 'warmup'"
         ).fetchall()
-    assert runs == [("warmup", 2.0)], "one MLflow run, from process 0"
+    assert sorted(runs) == [("warmup", 1.0), ("warmup", 2.0)], "one run each: the launched one from process 0 alone"
     base, one, two = (
         _weights(f) for f in (single / "models" / "base", single / "models" / "warmup", study / "models" / "warmup")
     )
