@@ -874,16 +874,20 @@ def chat_tokenizer(family: str, texts: list[str]):
             single=f"{form.bos} $A", pair=f"{form.bos} $A $B", special_tokens=[(form.bos, vocab[form.bos])]
         )
     core.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in form.special_tokens])
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=core,
-        bos_token=form.bos,
-        eos_token=form.eos,
-        pad_token=form.pad,
-        unk_token=form.unk,
-        extra_special_tokens=list(form.extra),
-    )
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, **_special_tokens_of(form))
     tokenizer.chat_template = form.template
     return tokenizer
+
+
+def _special_tokens_of(form: ChatForm) -> dict[str, Any]:
+    """A tokenizer constructor's keywords for ``form``'s special tokens."""
+    return {
+        "bos_token": form.bos,
+        "eos_token": form.eos,
+        "pad_token": form.pad,
+        "unk_token": form.unk,
+        "extra_special_tokens": list(form.extra),
+    }
 
 
 def _byte_symbols() -> list[str]:
@@ -904,15 +908,7 @@ def byte_level_tokenizer(form: ChatForm):
     import transformers
 
     vocab = {token: index for index, token in enumerate([*_byte_symbols(), *form.special_tokens])}
-    tokenizer = getattr(transformers, form.byte_level)(
-        vocab=vocab,
-        merges=[],
-        bos_token=form.bos,
-        eos_token=form.eos,
-        pad_token=form.pad,
-        unk_token=form.unk,
-        extra_special_tokens=list(form.extra),
-    )
+    tokenizer = getattr(transformers, form.byte_level)(vocab=vocab, merges=[], **_special_tokens_of(form))
     tokenizer.chat_template = form.template
     return tokenizer
 
