@@ -480,3 +480,26 @@ def test_a_stage_trains_on_its_schedules_threads_else_the_studys():
     assert params.torch_threads("rollouts", "ce") == params.torch_threads("compare") == 1
     raw["warmup"]["torch_threads"] = 0  # 0 is torch's own default, not "unset"
     assert parse_params(raw).torch_threads("warmup") == 0
+
+
+def test_hydros_table_4_variants_train_on_fewer_prompts_at_the_same_completions():
+    """pipelines/hydro's tea_n16 and tea_n32 (TEA Table 4's group sizes): n of their own, rl.batch_size shared."""
+    raw = yaml.safe_load((ROOT / "pipelines" / "hydro" / "params.yaml").read_text())
+    raw["study"]["run"] = [*raw["study"]["run"], "tea_n16", "tea_n32"]
+    params = parse_params(raw)
+    batch = raw["rl"]["batch_size"]
+    groups = {name: params.rl_config(name).num_generations for name in ("tea", "tea_n16", "tea_n32")}
+    assert groups == {"tea": raw["rl"]["num_generations"], "tea_n16": 16, "tea_n32": 32}
+    assert {name: batch // n for name, n in groups.items()} == {"tea": 8, "tea_n16": 4, "tea_n32": 2}
+    assert all(params.rl_config(name).batch_size == batch for name in groups)
+
+
+def test_the_reports_setup_names_each_variant_with_its_own_group_size():
+    from aligntrain.stages.report import setup_section
+
+    raw = _broken(lambda r: r["variants"]["rloo"].update(num_generations=16))
+    raw["study"]["run"] = ["warmup", "ce", "rloo", "loo_pass_at_k"]
+    text = "\n".join(setup_section(parse_params(raw)))
+    n, batch = RAW["rl"]["num_generations"], RAW["rl"]["batch_size"]
+    assert f"({batch // n} prompts × n = {n})" in text
+    assert f" `rloo`: n = 16 ({batch // 16} prompts a step)." in text and "`loo_pass_at_k`: n =" not in text
