@@ -49,8 +49,10 @@ from tasks.dvc import (  # noqa: E402
     reproduce_from_run_cache,
     run_stage_in_workspace,
     share_checkout_config,
+    stage_address,
     stop_all_stages,
     stopping,
+    study_of,
 )
 from tasks.lock import StudyRunning, hold_study_lock  # noqa: E402
 from tasks.server import local_prefect_server  # noqa: E402
@@ -66,15 +68,6 @@ def _restorable(stage) -> bool:
     run-cache, so they run in the checkout's final ``dvc repro`` instead.
     """
     return all(out.use_cache or out.is_metric or out.is_plot for out in stage.outs)
-
-
-def stage_address(study: str, name: str) -> str:
-    """How DVC names stage ``name`` of the study in folder ``study`` from the checkout's root.
-
-    The root study's stages go by their names (``train@ce``); a pipeline's by its dvc.yaml
-    and name (``pipelines/hydro/dvc.yaml:train@ce``), as ``dvc repro`` and its log write them.
-    """
-    return name if study in ("", ".") else f"{Path(study).as_posix()}/dvc.yaml:{name}"
 
 
 def stage_graph(checkout: Path, study: str = ".") -> tuple[list[str], dict[str, set[str]], set[str], set[str]]:
@@ -98,7 +91,7 @@ def stage_graph(checkout: Path, study: str = ".") -> tuple[list[str], dict[str, 
         upstream = {address[s]: {address[d] for d in graph.successors(s)} for s in graph.nodes}
         unrestorable = {address[s] for s in graph.nodes if not _restorable(s)}
         # status() keys are addresses relative to the working directory (`dvc.yaml:train@ce` elsewhere).
-        changed = {stage_address(study, key.rsplit(":", 1)[-1]) for key in repo.status(targets=[str(dvcfile)])}
+        changed = {stage_address(study, study_of(key)[1]) for key in repo.status(targets=[str(dvcfile)])}
     return order, upstream, changed, unrestorable
 
 
@@ -113,7 +106,7 @@ def downstream_closure(order: list[str], upstream: dict[str, set[str]], seeds: s
 
 def stage_name(address: str) -> str:
     """``train@ce`` or ``pipelines/hydro/dvc.yaml:train@ce`` -> ``train`` (the entry of the table of stages)."""
-    return address.rsplit(":", 1)[-1].split("@", 1)[0]
+    return study_of(address)[1].split("@", 1)[0]
 
 
 def _dvc_remote_url(checkout: Path) -> str | None:

@@ -188,6 +188,14 @@ def run_dvc(args: list[str], cwd: Path, env: Mapping[str, str] | None = None, lo
     return "\n".join(lines)
 
 
+def stage_address(study: str, name: str) -> str:
+    """How DVC names stage ``name`` of the study in folder ``study`` from the checkout's root: the root
+    study's stages by their names (``train@ce``), a pipeline's by its dvc.yaml and name
+    (``pipelines/hydro/dvc.yaml:train@ce``), as ``dvc repro`` and its log write them. :func:`study_of` reads one back.
+    """
+    return name if study in ("", ".") else f"{Path(study).as_posix()}/dvc.yaml:{name}"
+
+
 def study_of(stage: str) -> tuple[str, str]:
     """A stage's address -> (its study's folder, its name in that folder's dvc.yaml):
     ``pipelines/hydro/dvc.yaml:train@ce`` -> (``pipelines/hydro``, ``train@ce``);
