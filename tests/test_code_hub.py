@@ -27,7 +27,7 @@ from aligntrain.problems.code_contests import (
     extract_fenced_program,
     gold_completion,
 )
-from aligntrain.problems.hub import DataRowError
+from aligntrain.problems.hub import DataRowError, HubProblem
 from aligntrain.standins import (
     code_contests_features,
     code_contests_records,
@@ -121,7 +121,7 @@ def test_code_contests_records_become_rows_with_every_test_and_the_python3_gold(
         splits = problem.load_splits()
     # the last train record has only a Python 2 solution: no gold, dropped from train (counted)
     assert {split: len(rows) for split, rows in splits.items()} == {"train": 7, "validation": 4, "test": 4}
-    assert "dropped 1 of 8 problems: 1 without a Python 3 solution" in caplog.text
+    assert "dropped 1 of 8 problems: no Python 3 solution: 1\n" in caplog.text
     records = {r["description"].strip(): r for r in code_contests_records(0, 8)}
     for row in splits["train"]:
         problem.validate_row(row)
@@ -189,9 +189,7 @@ def test_test_caps_deduplication_and_the_train_minimum(standins, tmp_path, caplo
     assert all(len(code.tests_of(row)) == 2 for row in _local(standins, max_tests=2).load_splits(["test"])["test"])
     with caplog.at_level(logging.WARNING):
         train = _local(standins, min_train_tests=7).load_splits(["train"])["train"]
-    assert train == [] and "dropped 8 of 8 problems: 1 without a Python 3 solution, 7 with fewer than 7 tests" in (
-        caplog.text
-    )
+    assert train == [] and "dropped 8 of 8 problems: no Python 3 solution: 1; fewer than 7 tests: 7" in caplog.text
     # test keeps every problem: the 6-test minimum (App. A.4) is a train filter
     assert len(_local(standins, min_train_tests=7).load_splits(["test"])["test"]) == 4
     record = code_contests_records(0, 1)[0]
@@ -202,6 +200,77 @@ def test_test_caps_deduplication_and_the_train_minimum(standins, tmp_path, caplo
     path = _write(tmp_path / "dup.parquet", [record], code_contests_features())
     row = _local({"code_contests_train": path, "code_contests_valid": path, "code_contests_test": path})
     assert len(code.tests_of(row.load_splits(["test"])["test"][0])) == 3, "a repeated test runs once"
+
+
+ALL_LEVELS = [0, 1, 2, 3, 4, 5]
+
+
+def test_a_train_size_beyond_the_qualifying_problems_names_the_key_count_files_and_reasons(standins):
+    """The issue: tang_codecontests' sizes were not checked against the problems with a Python 3 gold and
+    enough tests. One error names each short split's params key, size, count, files and exclusions."""
+    problem = _local(standins, min_train_tests=5)
+    with pytest.raises(ValueError) as err:
+        problem.generate_splits({"train": 8, "validation": 4, "test": 4}, levels=ALL_LEVELS, seed=0)
+    message = str(err.value)
+    assert message.startswith("code_contests: too few problems qualify for the split sizes asked for")
+    assert (
+        f"  problem.train_size = 8, but 7 of the 8 problems of split train qualify (local files "
+        f"['{standins['code_contests_train']}']); excluded: no Python 3 solution: 1; fewer than 5 tests: 0; "
+        f"not at levels {ALL_LEVELS}: 0. Ask for at most 7."
+    ) in message.splitlines()
+    assert "validation_size" not in message and "test_size" not in message, "only the short split is named"
+    # the levels asked for are the last filter; every reason is counted, 0 included
+    kept = _local(standins, min_train_tests=5).load_splits(["train"])["train"]
+    at_1 = sum(row["level"] == 1 for row in kept)
+    with pytest.raises(ValueError) as err:
+        problem.generate_splits({"train": at_1 + 1}, levels=[1], seed=0)
+    assert f"problem.train_size = {at_1 + 1}, but {at_1} of the 8 problems of split train qualify" in str(err.value)
+    assert f"excluded: no Python 3 solution: 1; fewer than 5 tests: 0; not at levels [1]: {7 - at_1}." in str(err.value)
+    with pytest.raises(ValueError, match=re.escape("0 of the 8 problems of split train qualify")) as err:
+        _local(standins, min_train_tests=7).generate_splits({"train": 1}, levels=ALL_LEVELS, seed=0)
+    assert "excluded: no Python 3 solution: 1; fewer than 7 tests: 7; not at levels" in str(err.value)
+
+
+def test_test_and_validation_sizes_are_checked_before_train_is_read(standins, tmp_path):
+    unreadable = tmp_path / "train.parquet"
+    unreadable.write_bytes(b"not parquet")  # reading it would fail: the sizes must fail first
+    problem = _local({**standins, "code_contests_train": unreadable})
+    with pytest.raises(ValueError) as err:
+        problem.generate_splits({"train": 1, "validation": 5, "test": 9}, levels=ALL_LEVELS, seed=0)
+    lines = str(err.value).splitlines()
+    assert (
+        f"  problem.validation_size = 5, but 4 of the 4 problems of split validation qualify (local files "
+        f"['{standins['code_contests_valid']}']); excluded: no Python 3 solution: 0; not at levels {ALL_LEVELS}: 0. "
+        "Ask for at most 4."
+    ) in lines
+    assert (
+        f"  problem.test_size = 9, but 4 of the 4 problems of split test qualify (local files "
+        f"['{standins['code_contests_test']}']); excluded: not at levels {ALL_LEVELS}: 0. Ask for at most 4."
+    ) in lines
+    assert not isinstance(err.value, DataRowError) and "train_size" not in str(err.value)
+    with pytest.raises(DataRowError, match="cannot be read"):  # sizes that fit: train is read
+        problem.generate_splits({"train": 1, "validation": 4, "test": 4}, levels=ALL_LEVELS, seed=0)
+
+
+def test_a_validation_carved_from_train_is_named_so(standins):
+    problem = _taco(standins)  # no validation source: carved from TACO train
+    carved = len(problem.load_splits(["validation"])["validation"])
+    with pytest.raises(ValueError) as err:
+        problem.generate_splits({"validation": carved + 1, "test": 4}, levels=ALL_LEVELS, seed=0)
+    assert (
+        f"  problem.validation_size = {carved + 1}, but {carved} of the {carved} problems of split validation "
+        f"qualify (carved from the train source: local files ['{standins['taco_train']}']); excluded: "
+        f"no Python 3 solution: 0; not at levels {ALL_LEVELS}: 0. Ask for at most {carved}."
+    ) in str(err.value).splitlines()
+
+
+def test_sizes_that_fit_draw_the_rows_hub_problem_draws(standins):
+    problem = _local(standins, min_train_tests=5)
+    sizes = {"train": 7, "validation": 3, "test": 4}
+    drawn = problem.generate_splits(sizes, levels=ALL_LEVELS, seed=3)
+    assert {split: len(rows) for split, rows in drawn.items()} == sizes
+    assert drawn == HubProblem.generate_splits(problem, sizes, levels=ALL_LEVELS, seed=3)
+    assert problem.generate_splits({"train": 0}, levels=[1], seed=0) == {"train": []}
 
 
 def test_through_the_hub_cache_at_the_pinned_revisions(standins, tmp_path, monkeypatch):
@@ -239,6 +308,12 @@ def test_through_the_hub_cache_at_the_pinned_revisions(standins, tmp_path, monke
         },
     )
     assert len(on_taco.load_splits(["test"])["test"]) == 4
+    with pytest.raises(ValueError) as err:  # a hub source's error names its pinned commit and files
+        problem.generate_splits({"test": 5}, levels=ALL_LEVELS, seed=0)
+    assert (
+        f"problem.test_size = 5, but 4 of the 4 problems of split test qualify (deepmind/code_contests@"
+        f"{CODE_CONTESTS_REVISION} split 'test', files ['data/test-*.parquet'])"
+    ) in str(err.value)
 
 
 # --------------------------------------------------------------------------- grading in the sandbox

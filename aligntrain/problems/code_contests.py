@@ -58,6 +58,13 @@ Rows [choice]:
 * id: ``code_contests-<cc|taco>-L<level>-<16 hex digits>``, the hex a BLAKE2b
   hash of the statement.
 
+Split sizes: ``generate_splits`` checks each size asked for against the problems
+that qualify (a Python 3 gold and ``min_train_tests`` tests for train, a gold for
+validation, the levels asked for) before drawing; too few stop the load with one
+ValueError naming, per split, ``problem.<split>_size``, the count that qualifies,
+the files read and the problems excluded by reason. Test, and validation when it
+has its own source, are checked before train is read.
+
 Skipped (counted in the log): TACO's call-based problems (``fn_name``: the
 program is a function called with arguments, which the stdin/stdout sandbox
 path does not grade) and problems without tests. Not done: Tang's
@@ -77,7 +84,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from pydantic import Field, StrictInt
@@ -92,8 +99,10 @@ from aligntrain.problems.hub import (
     HubProblem,
     SkipRow,
     Source,
+    hub_patterns,
     text_field,
 )
+from aligntrain.validation import check_choices, check_int
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +144,8 @@ CF_RATING_BOUNDS = (1200, 1600, 2000, 2400)
 TACO_DIFFICULTY = {"UNKNOWN_DIFFICULTY": 0, "EASY": 1, "MEDIUM": 2, "MEDIUM_HARD": 3, "HARD": 4, "VERY_HARD": 5}
 #: the id's tag of each format
 _TAGS = {"CodeContests": "cc", "TACO": "taco"}
+#: a split's problems that qualify, how many were loaded, and the excluded ones counted by reason
+Qualifying = tuple[list[dict[str, Any]], int, dict[str, int]]
 
 _FENCE_OPEN = r"^[ \t]*```[ \t]*{lang}[ \t]*\n"
 _FENCE_BODY = r"(?P<body>.*?)(?:^[ \t]*```|\Z)"
@@ -260,6 +271,11 @@ def taco_solution(record: Mapping[str, Any], where: str) -> str | None:
     return next((solution for solution in solutions if usable_solution(solution)), None)
 
 
+def _counts(counts: Mapping[str, int]) -> str:
+    """``"reason: count; ..."`` in the order given."""
+    return "; ".join(f"{reason}: {count}" for reason, count in counts.items()) or "none"
+
+
 def _unique(tests: list[list[str]]) -> list[list[str]]:
     seen, kept = set(), []
     for test in tests:  # generated tests repeat the public ones at times: each runs once
@@ -342,28 +358,95 @@ class CodeContestsProblem(SandboxGraded, HubProblem):
         """None: every row with tests is graded by running them (a gold program is not needed)."""
         return None
 
-    def load_splits(self, splits: Sequence[str] = SPLITS) -> dict[str, list[dict[str, Any]]]:
-        """:meth:`HubProblem.load_splits`, then train and validation keep the problems with a gold program
-        (their completions are trained on, or their loss measured) and train those with ``min_train_tests``
-        tests (counts logged); test keeps every problem."""
-        result = super().load_splits(splits)
-        for split in set(result) - {"test"}:
-            minimum = self.min_train_tests if split == "train" else 1
-            before = result[split]
-            result[split] = [row for row in before if row["completion"] and len(tests_of(row)) >= minimum]
-            if len(result[split]) < len(before):
-                unsolved = sum(not row["completion"] for row in before)
+    def requirements(self, split: str) -> dict[str, Callable[[Mapping[str, Any]], bool]]:
+        """What a problem of ``split`` needs, keyed by the reason a problem without it is excluded: a gold
+        program in train and validation (their completions are trained on, or their loss measured),
+        ``min_train_tests`` tests in train; test keeps every problem (graded by its tests alone)."""
+        if split == "test":
+            return {}
+        needs = {"no Python 3 solution": lambda row: bool(row["completion"])}
+        if split == "train" and self.min_train_tests > 1:  # every row has a test (to_row skips the others)
+            minimum = self.min_train_tests
+            needs[f"fewer than {minimum} tests"] = lambda row: len(tests_of(row)) >= minimum
+        return needs
+
+    def _qualifying(self, splits: Sequence[str]) -> dict[str, Qualifying]:
+        """Per split of :meth:`HubProblem.load_splits`: the rows meeting :meth:`requirements`, how many it
+        loaded, and the excluded ones counted by reason (every reason, 0 included; logged when any)."""
+        result = {}
+        for split, loaded in super().load_splits(splits).items():
+            needs = self.requirements(split)
+            kept, excluded = [], dict.fromkeys(needs, 0)
+            for row in loaded:
+                reason = next((why for why, met in needs.items() if not met(row)), None)
+                if reason is None:
+                    kept.append(row)
+                else:
+                    excluded[reason] += 1
+            if len(kept) < len(loaded):
+                dropped = len(loaded) - len(kept)
                 logger.warning(
-                    "%s %s: dropped %d of %d problems: %d without a Python 3 solution, %d with fewer than %d tests",
-                    self.name,
-                    split,
-                    len(before) - len(result[split]),
-                    len(before),
-                    unsolved,
-                    len(before) - len(result[split]) - unsolved,
-                    minimum,
+                    "%s %s: dropped %d of %d problems: %s", self.name, split, dropped, len(loaded), _counts(excluded)
                 )
+            result[split] = (kept, len(loaded), excluded)
         return result
+
+    def load_splits(self, splits: Sequence[str] = SPLITS) -> dict[str, list[dict[str, Any]]]:
+        """:meth:`HubProblem.load_splits`, each split keeping the problems that meet :meth:`requirements`
+        (counts logged)."""
+        return {split: kept for split, (kept, _, _) in self._qualifying(splits).items()}
+
+    def generate_splits(
+        self, sizes: Mapping[str, int], levels: Sequence[int], seed: int
+    ) -> dict[str, list[dict[str, Any]]]:
+        """:meth:`HubProblem.generate_splits` (the same rows), each size checked first against the problems
+        that qualify (:meth:`_check_sizes`).
+
+        Why, the tracker's issue: "tang_codecontests' split sizes (8 000 / 64 / 165) are not checked against
+        how many problems have a Python 3 gold and enough tests. If too few qualify, the load fails late."
+        (HubProblem's check came after every split was read, one split at a time, naming neither the params
+        key nor why problems were excluded.) Test, and validation when it has a source of its own, are
+        small: they are read and checked first, so a size they cannot fill fails before train's files
+        (7.6 GB for CodeContests) are read; they are read again with train.
+        """
+        levels = check_choices(levels, "levels", self.levels)
+        sizes = {split: check_int(n, f"sizes[{split!r}]", minimum=0) for split, n in sizes.items()}
+        small = [s for s in sizes if s == "test" or (s == "validation" and self.validation is not None)]
+        if small and len(small) < len(sizes):
+            self._check_sizes({split: sizes[split] for split in small}, levels, self._qualifying(small))
+        pools = self._check_sizes(sizes, levels, self._qualifying(list(sizes)))
+        return {split: self.draw(pools[split], n, split, seed) for split, n in sizes.items()}
+
+    def _check_sizes(
+        self, sizes: Mapping[str, int], levels: Sequence[int], qualifying: Mapping[str, Qualifying]
+    ) -> dict[str, list[dict[str, Any]]]:
+        """The qualifying rows of ``levels`` per split; one ValueError naming every size they cannot fill:
+        the params key, the size, the count that qualifies, the split's files and the exclusions by reason."""
+        pools, short = {}, []
+        for split, n in sizes.items():
+            kept, loaded, excluded = qualifying[split]
+            pools[split] = [row for row in kept if row["level"] in levels]
+            if n > len(pools[split]):
+                excluded = {**excluded, f"not at levels {list(levels)}": len(kept) - len(pools[split])}
+                short.append(
+                    f"  problem.{split}_size = {n}, but {len(pools[split])} of the {loaded} problems of split "
+                    f"{split} qualify ({self._origin(split)}); excluded: {_counts(excluded)}. "
+                    f"Ask for at most {len(pools[split])}."
+                )
+        if short:
+            raise ValueError(
+                f"{self.name}: too few problems qualify for the split sizes asked for (problems without tests, "
+                "duplicates and those in another split are left out before these counts; the log has them):\n"
+                + "\n".join(short)
+            )
+        return pools
+
+    def _origin(self, split: str) -> str:
+        """Where ``split``'s problems are read from, for messages: the source and its files."""
+        source = self.sources().get(split, self.train)
+        carved = "" if split in self.sources() else "carved from the train source: "
+        files = "" if source.parquet else f", files {hub_patterns(source, self.format_of(source))}"
+        return f"{carved}{source.describe()}{files}"
 
     def validate_row(self, row: Mapping[str, Any]) -> None:
         """Raise ValueError naming the row's id and the bad field if ``row`` is malformed.

@@ -468,8 +468,12 @@ class HubProblem(rows.RowStore, Options):
                     f"sizes[{split!r}] asks for {n} rows but {self.name}'s {split} split has {len(pool)} at levels "
                     f"{list(levels)}; ask for at most {len(pool)}"
                 )
-            chosen[split] = random.Random(f"{self.name}:{seed}:{split}").sample(pool, n)
+            chosen[split] = self.draw(pool, n, split, seed)
         return chosen
+
+    def draw(self, pool: Sequence[dict[str, Any]], n: int, split: str, seed: int) -> list[dict[str, Any]]:
+        """``n`` rows of ``pool`` without replacement, seeded by (problem, seed, split): a split's rows."""
+        return random.Random(f"{self.name}:{seed}:{split}").sample(list(pool), n)
 
     def pretrain_corpus(self, n: int, seed: int) -> list[str]:
         """``n`` texts (prompt + completion) drawn i.i.d. from the train split only (repeats allowed)."""
