@@ -372,6 +372,12 @@ class CompareConfig(Strict):
         description="The endpoint fixed before the run, reported first with its own interval; the other "
         "comparisons are one Holm-corrected family (docs/evidence.md). None: every comparison is in the family.",
     )
+    ensembles: dict[str, list[str]] = Field(
+        {},
+        description="Ensembles compared as one more variant: name -> its member variants (two or more, in "
+        "study.run). At budget k each member gets k/K of the attempts (DCO §5.3, Table 2's ensemble; "
+        "estimators.ensemble_pass_at_k_curve); pass@k only. A primary endpoint may name one.",
+    )
 
 
 class OracleGradientConfig(Strict):
@@ -568,8 +574,16 @@ class Params(Strict):
         if primary is None:
             return self
         for key, name in (("variant", primary.variant), ("baseline", primary.baseline)):
-            if name is not None and name not in self.variants:
-                raise ValueError(f"compare.primary.{key} {name!r} is not in the catalog: {sorted(self.variants)}")
+            if name is not None and name not in self.variants and name not in self.compare.ensembles:
+                raise ValueError(
+                    f"compare.primary.{key} {name!r} is not in the catalog or compare.ensembles: "
+                    f"{sorted(self.variants) + sorted(self.compare.ensembles)}"
+                )
+        ensembles = [name for name in (primary.variant, primary.baseline) if name in self.compare.ensembles]
+        if ensembles and not primary.score.startswith("pass@"):
+            raise ValueError(
+                f"compare.primary.score {primary.score!r}: the ensemble {ensembles[0]!r} is scored by pass@k only"
+            )
         if primary.variant == (primary.baseline or self.compare.baseline):
             raise ValueError(f"compare.primary compares {primary.variant!r} with itself: name another baseline")
         if primary.split not in self.rollouts.splits:
@@ -596,10 +610,29 @@ class Params(Strict):
 
     @property
     def primary_not_run(self) -> list[str]:
-        """The variants of ``compare.primary`` this run's ``study.run`` leaves out."""
+        """The variants of ``compare.primary`` (an ensemble's members) this run's ``study.run`` leaves out."""
         p = self.compare.primary
         named = [] if p is None else [p.variant, p.baseline or self.compare.baseline]
+        named = [member for name in named for member in self.compare.ensembles.get(name, [name])]
         return [name for name in named if name not in self.run_variants]
+
+    @property
+    def run_ensembles(self) -> dict[str, list[str]]:
+        """``compare.ensembles`` whose members this run trains: the ones compare scores."""
+        run = set(self.run_variants)
+        return {name: members for name, members in self.compare.ensembles.items() if run.issuperset(members)}
+
+    @model_validator(mode="after")
+    def _ensembles_name_variants(self) -> Params:
+        for name, members in self.compare.ensembles.items():
+            if name in self.variants:
+                raise ValueError(f"compare.ensembles.{name}: the name of a catalog variant; name the ensemble apart")
+            if len(members) < 2 or len(set(members)) != len(members):
+                raise ValueError(f"compare.ensembles.{name}: two or more distinct member variants, got {members}")
+            unknown = [m for m in members if m not in self.variants]
+            if unknown:
+                raise ValueError(f"compare.ensembles.{name}: {unknown} not in the catalog: {sorted(self.variants)}")
+        return self
 
     @model_validator(mode="after")
     def _monitor_runs_in_one_process(self) -> Params:
@@ -655,6 +688,11 @@ class Params(Strict):
         # The problem with its options: they can decide its rewards (code's reward_mode).
         problem = PROBLEMS.parse(self.problem.name, self.problem.options)
         for name, variant in self.variants.items():
+            if variant.options.trains_on_steps and not hasattr(problem, "step_rows_of"):
+                raise ValueError(
+                    f"variants.{name}: objective {variant.objective!r} trains on proof steps, and problem "
+                    f"{problem.name!r} has none (rewrite and lean do)"
+                )
             if variant.options.kind != "rl":
                 continue
             if self.rl is None:

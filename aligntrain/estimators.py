@@ -32,6 +32,8 @@ from aligntrain.validation import (
 
 __all__ = [
     "WinTieLoss",
+    "ensemble_budgets",
+    "ensemble_pass_at_k_curve",
     "grouped_max_at_k",
     "maj_at_k",
     "maj_at_k_curve",
@@ -96,6 +98,11 @@ def pass_at_k_curve(n: int, c: ArrayLike, ks: Sequence[int]) -> np.ndarray:
     sum over j serves every k. It is exactly 1 when n − c < k (a factor is 0: every
     k-subset holds a correct sample).
     """
+    return -np.expm1(_log_failure_curve(n, c, ks))
+
+
+def _log_failure_curve(n: int, c: ArrayLike, ks: Sequence[int]) -> np.ndarray:
+    """log C(n−c, k)/C(n, k) per prompt and k (−inf when n − c < k): log(1 − pass@k), validated."""
     n = check_int(n, "n", minimum=1)
     c_values = np.asarray(c)
     if c_values.ndim != 1:
@@ -117,15 +124,55 @@ def pass_at_k_curve(n: int, c: ArrayLike, ks: Sequence[int]) -> np.ndarray:
     ks = _validated_ks(ks, n, "n")
 
     if correct.size == 0:
-        return np.ones((0, len(ks)))
+        return np.full((0, len(ks)), -np.inf)
     distinct, row_of = np.unique(correct, return_inverse=True)
     # ratio[c, j] = c/(n − j) for j < max k; a ratio ≥ 1 is a factor ≤ 0, i.e. log = −inf.
     ratio = distinct[:, None] / (n - np.arange(max(ks), dtype=np.float64))[None, :]
     with np.errstate(divide="ignore"):
         log_factors = np.log1p(-np.minimum(ratio, 1.0))
     cumulative = np.cumsum(log_factors, axis=1)  # column k − 1: log C(n−c, k)/C(n, k)
-    curve = -np.expm1(cumulative[:, np.asarray(ks) - 1])
-    return curve[row_of.reshape(-1)]
+    return cumulative[:, np.asarray(ks) - 1][row_of.reshape(-1)]
+
+
+def ensemble_budgets(k: int, members: int) -> list[int]:
+    """Attempts of each of ``members`` models sharing k attempts: k // K each, the first k mod K one more.
+
+    [choice] DCO §5.3 splits the test-time budget evenly over the ensemble's K models; a
+    remainder goes to the first members in the order given, so every k has an exact score.
+    """
+    k = check_int(k, "k", minimum=1)
+    members = check_int(members, "members", minimum=1)
+    return [k // members + (1 if i < k % members else 0) for i in range(members)]
+
+
+def ensemble_pass_at_k_curve(n: int, c: ArrayLike, ks: Sequence[int]) -> np.ndarray:
+    """pass@k of an ensemble of K models that share the budget: 1 − Π_i C(n−c_i, k_i)/C(n, k_i) per prompt and k.
+
+    ``c``: prompts × K correct counts, member i's c_i of its own n samples; k_i =
+    :func:`ensemble_budgets` (k, K). Each member's k_i attempts are drawn without replacement
+    from its own pool, independently of the others, so the ensemble fails only when every
+    member fails: the product of the members' unbiased failure probabilities (docs/math.md §1)
+    is an unbiased estimate of the ensemble's (DCO §5.3, Table 2's ensemble; a member with
+    k_i = 0 fails with probability 1). Summed in log space and finished with −expm1, as
+    :func:`pass_at_k_curve`, so that K = 1 is that estimator exactly. Returns prompts × len(ks).
+    """
+    n = check_int(n, "n", minimum=1)
+    counts = np.asarray(c)
+    if counts.ndim != 2 or counts.shape[1] < 1:
+        raise ValueError(f"c must be prompts x members, got shape {counts.shape}")
+    ks = _validated_ks(ks, n * counts.shape[1], "n x members")
+    members = counts.shape[1]
+    log_failure = np.zeros((counts.shape[0], len(ks)))
+    for member in range(members):
+        budgets = [ensemble_budgets(k, members)[member] for k in ks]
+        drawn = sorted({b for b in budgets if b})
+        # every member's counts are validated, drawn from or not; k_i = 0 adds log 1 = 0
+        member_log = _log_failure_curve(n, counts[:, member], drawn or [1])
+        column = {b: j for j, b in enumerate(drawn)}
+        for j, b in enumerate(budgets):
+            if b:
+                log_failure[:, j] += member_log[:, column[b]]
+    return -np.expm1(log_failure)
 
 
 # ---------------------------------------------------------------------------

@@ -90,6 +90,9 @@ class ObjectiveOptions(Options):
     kind: ClassVar[Literal["none", "sft", "rl"]]
     #: True: TRL's SFT loss (token-mean CE) runs unchanged and no hook below is called.
     uses_trl_loss: ClassVar[bool] = False
+    #: True: the objective trains on proof steps: the training stage gives it the problem's step rows
+    #: (``Problem.step_rows_of``), whatever form the study prepared.
+    trains_on_steps: ClassVar[bool] = False
     #: True: the trainer computes the full logits (memory B·T·V) rather than TRL's fused LM head.
     needs_logits: ClassVar[bool] = False
 
@@ -231,12 +234,14 @@ class StepDCO(PassAtN):
     this entry is ``PassAtN`` under its own name, with ``budget`` read as N_step and a
     default from DCO Table 2's sweep (N_step in 1, 4, 8, 16, 32). N_step = 1 is CE
     (F = 1). The refill (``refill_eps``, DCO App. B) drops steps with F(N_step, p_s) < ε,
-    not whole proofs. Naive DCO on a whole proof, F(N, Π_s p_s), is ``pass_at_n`` on
-    the proof rows (``train_rows: proofs``), whose ℓ is Σ_s log p_s by the chain rule.
-    Fed proof rows, this objective would be that naive form at budget N_step.
+    not whole proofs. It always trains on step rows: the training stage splits a study's
+    proof rows into them (``trains_on_steps``), so that one study holds DCO_step and
+    naive DCO on a whole proof, F(N, Π_s p_s): ``pass_at_n`` on the proof rows, whose ℓ
+    is Σ_s log p_s by the chain rule.
     """
 
     name = "dco_step"
+    trains_on_steps = True
     budget: StrictInt = Field(
         4,
         ge=1,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from aligntrain.estimators import mean_and_stderr, win_tie_loss
+from aligntrain.estimators import ensemble_pass_at_k_curve, mean_and_stderr, win_tie_loss
 from aligntrain.evaluation.curves import score_columns
 from aligntrain.evaluation.inference import holm_adjusted, resamples_for, seed_prompt_bootstrap
 
@@ -46,6 +46,37 @@ def _aligned(per_prompt: Scores) -> dict[str, list[pd.DataFrame]]:
         if any(not t.index.equals(first[0].index) for t in tables):
             raise ValueError(f"variants {first_name!r} and {name!r} were evaluated on different prompts")
     return indexed
+
+
+def ensemble_scores(members: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """An ensemble's per-prompt pass@k from its members' per-prompt tables (one seed each), at the members' budgets.
+
+    At budget k the K members share the attempts (``estimators.ensemble_budgets``); the
+    score is exact from each member's count of correct samples (``num_correct`` of its n,
+    the largest pass@k budget of its table). DCO §5.3, Table 2's ensemble.
+    """
+    indexed = [t.set_index("prompt_id").sort_index() for t in members]
+    if any(not t.index.equals(indexed[0].index) for t in indexed):
+        raise ValueError("an ensemble's members were evaluated on different prompts")
+    ks = sorted(int(col.partition("@")[2]) for col in indexed[0].columns if col.startswith("pass@"))
+    counts = np.stack([t["num_correct"].to_numpy(dtype=np.int64) for t in indexed], axis=1)
+    curve = ensemble_pass_at_k_curve(ks[-1], counts, ks)
+    table = pd.DataFrame({"prompt_id": indexed[0].index, "level": indexed[0]["level"].to_numpy()})
+    table["num_correct"] = counts.sum(axis=1)
+    for j, k in enumerate(ks):
+        table[f"pass@{k}"] = curve[:, j]
+    return table
+
+
+def with_ensembles(per_prompt: Mapping[str, Sequence[pd.DataFrame]], ensembles: Mapping[str, Sequence[str]]) -> dict:
+    """``per_prompt`` with one more entry per ensemble: its seed-by-seed tables (seed s from the members' seed s)."""
+    scored = dict(per_prompt)
+    for name, members in ensembles.items():
+        seeds = {len(per_prompt[m]) for m in members}
+        if len(seeds) != 1:
+            raise ValueError(f"ensemble {name!r}: its members have different numbers of seeds")
+        scored[name] = [ensemble_scores([per_prompt[m][s] for m in members]) for s in range(seeds.pop())]
+    return scored
 
 
 def _grid(tables: list[pd.DataFrame], score: str) -> np.ndarray:

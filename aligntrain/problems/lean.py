@@ -459,6 +459,10 @@ class LeanProblem(rows.RowStore, Options):
             return read_minif2f(self.minif2f, "test")
         return read_leandojo(self._leandojo_file(split))
 
+    def step_rows_of(self, rows_: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """The train rows as they are: Lean's train and validation rows are step rows already (``dco_step``)."""
+        return [dict(row) for row in rows_]
+
     def generate_splits(
         self, sizes: Mapping[str, int], levels: Sequence[int], seed: int
     ) -> dict[str, list[dict[str, Any]]]:

@@ -157,6 +157,7 @@ _SPLIT_SALT = b"aligntrain/rewrite/split/v1:"
 _UNUSABLE = "unusable"
 _MAX_FRUITLESS_DRAWS = 50_000
 
+_STEP_ID = re.compile(r"-s[0-9]+$")  # a step row's id: its proof row's, then "-s<step>" (row_id)
 _PRECEDENCE = {"+": 1, "-": 1, "*": 2}
 _EXPRESSION_TOKEN = re.compile(r"[0-9]+|[-+*()]")
 _EXPRESSION_ALPHABET = re.compile(r"[0-9()+*-]*")
@@ -743,6 +744,16 @@ class RewriteProblem(rows.RowStore, Options):
 
     def generate_splits(self, sizes: Mapping[str, int], levels: Sequence[int], seed: int) -> dict[str, list]:
         return generate_splits(sizes, levels, seed, self.train_rows)
+
+    def step_rows_of(self, rows_: Sequence[Mapping[str, Any]]) -> list[RewriteRow]:
+        """Each proof row's gold step rows, in order (a step row is kept as it is): what ``dco_step`` trains on."""
+        steps: list[RewriteRow] = []
+        for row in rows_:
+            if _STEP_ID.search(row["id"]):  # already a step row (step 0's prompt is the proof row's)
+                steps.append(dict(row))
+            else:
+                steps.extend(step_rows(parse_prompt(row["prompt"])[0], row["level"]))
+        return steps
 
     def pretrain_corpus(self, n: int, seed: int) -> list[str]:
         return pretrain_corpus(n, seed)

@@ -16,6 +16,7 @@ from aligntrain.evaluation.compare import (
     plot_scaling,
     primary_paragraph,
     prompts_per_split,
+    with_ensembles,
 )
 from aligntrain.io import atomic_path, write_json, write_text
 from aligntrain.paths import StudyPaths
@@ -26,11 +27,14 @@ logger = logging.getLogger(__name__)
 
 def compare_variants(params: Params, paths: StudyPaths) -> dict:
     """``reports/compare.{md,csv,json}`` and ``reports/scaling.png``: the primary endpoint first, then the family."""
-    per_split = {  # every variant's tables, one per seed (study.seed, then study.seeds)
-        split: {
-            v: [pd.read_parquet(paths.per_prompt(r, split)) for r in params.replicates_of(v)]
-            for v in params.run_variants
-        }
+    per_split = {  # every variant's tables, one per seed (study.seed, then study.seeds), then the ensembles'
+        split: with_ensembles(
+            {
+                v: [pd.read_parquet(paths.per_prompt(r, split)) for r in params.replicates_of(v)]
+                for v in params.run_variants
+            },
+            params.run_ensembles,
+        )
         for split in params.rollouts.splits
     }
     mixed = mixed_samplers({v: read_sampler(paths.per_prompt(v)) for v in params.run_variants})

@@ -239,6 +239,8 @@ def train_variant(
 ) -> dict[str, float]:
     """The variant's objective from ``models/warmup``; saves ``models/variants/<variant>`` and its monitor's table."""
     objective = params.variant(variant).options
+    if objective.trains_on_steps:  # DCO_step: one row per gold proof step, whatever form prepare wrote
+        train_rows = problem_of(params).step_rows_of(train_rows)
     # A variant that trains nothing is the warm-up model as it is: never wrapped in adapters.
     model, tokenizer = _load_for_training(params, paths.warmup_model, adapters=objective.kind != "none")
     # Rewards grade against the problem's own rows (by id), not the chat-rendered prompts.
