@@ -500,6 +500,34 @@ class MonitorConfig(Strict):
         return self
 
 
+class SelectionConfig(Strict):
+    """Checkpoint selection on validation prompts (TEA App. B.2; aligntrain/training/selection.py).
+
+    The train stage scores its model at step 0, every ``every`` optimizer steps and at the end, and
+    saves the best-scoring step's weights as the variant's model, with the table of candidates beside
+    it (``models/variants/<v>/selection.json``). Off by default: the last step is the model. Written in
+    params.yaml only when used: the train stages then track it.
+    """
+
+    enabled: bool = Field(False, description="Select the train stage's checkpoint on validation prompts.")
+    every: StrictInt = Field(50, ge=1, description="Optimizer steps between candidates (and step 0 and the end).")
+    prompts: StrictInt = Field(
+        128, ge=1, description="Fixed validation prompts scored (TEA App. B.2: 128), levels in turn as the monitor's."
+    )
+    samples: StrictInt = Field(32, ge=1, description="Completions sampled per prompt (TEA App. B.2: 32).")
+    top: StrictInt = Field(10, ge=1, description="Each prompt scores the mean reward of its top this many (TEA: 10).")
+    temperature: Real = Field(1.0, gt=0, description="Sampling temperature (the rollouts stage's, 1.0).")
+    top_p: Real = Field(1.0, gt=0, le=1, description="Nucleus sampling mass (the rollouts stage's, 1.0).")
+    max_new_tokens: StrictInt = Field(96, ge=1, description="Generation length cap of the sampled completions.")
+    batch_size: StrictInt = Field(512, ge=1, description="Sequences generated together.")
+
+    @model_validator(mode="after")
+    def _top_of_samples(self) -> SelectionConfig:
+        if self.top > self.samples:
+            raise ValueError(f"selection.top ({self.top}) must be <= selection.samples ({self.samples})")
+        return self
+
+
 class LaunchConfig(Strict):
     """How the training stages (pretrain, warmup, train) run: one process, or several under ``accelerate launch``.
 
@@ -541,6 +569,9 @@ class Params(Strict):
     )
     launch: LaunchConfig = Field(
         LaunchConfig(), description="One process per training stage, or several under accelerate launch."
+    )
+    selection: SelectionConfig = Field(
+        SelectionConfig(), description="Checkpoint selection of the train stages on validation (off by default)."
     )
 
     @field_validator("variants")
@@ -640,6 +671,11 @@ class Params(Strict):
             raise ValueError(
                 f"monitor.enabled samples in one process, and launch.num_processes is {self.launch.num_processes}: "
                 "turn the monitor off for a launched study (the evaluation stages measure the trained models)"
+            )
+        if self.selection.enabled and self.launch.multi_process:
+            raise ValueError(
+                f"selection.enabled samples in one process, and launch.num_processes is "
+                f"{self.launch.num_processes}: turn selection off for a launched study"
             )
         return self
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aligntrain.config import LaunchConfig, Params
+from aligntrain.config import LaunchConfig, Params, SelectionConfig
 from aligntrain.paths import StudyPaths
 
 RunFn = Callable[[Params, StudyPaths, "str | None", Any], dict]
@@ -52,6 +52,8 @@ class Stage:
     """Run again for every seed of ``study.seeds`` (a per-variant stage: ``train@ce--s1``, ...)."""
     launched: bool = False
     """Trains: runs as ``launch.num_processes`` processes under accelerate launch when that is > 1."""
+    selects: bool = False
+    """Trains variants: tracks the ``selection`` section when a study writes one (checkpoint selection)."""
     deps: tuple[str, ...] = ()
     params: tuple[str, ...] = ()
     outs: tuple[str, ...] = ()
@@ -233,6 +235,7 @@ STAGES: tuple[Stage, ...] = (
         accelerator=True,
         replicated=True,
         launched=True,
+        selects=True,
         deps=(
             "data",
             "models/warmup",
@@ -484,6 +487,8 @@ def stage_entry(stage: Stage, study: Params, code_root: str = ".") -> dict[str, 
         body["cmd"] += f" --processes {study.launch.num_processes}"
         stage_params = (*stage_params, "launch")
         deps = (*deps, *([study.launch.config_file] if study.launch.config_file else []))
+    if stage.selects and study.selection != SelectionConfig():
+        stage_params = (*stage_params, "selection")  # as launch: named only where a study writes it
     for key, templates in (("deps", deps), ("params", stage_params), ("outs", stage.outs)):
         if templates:
             body[key] = _expand(templates, study, item)

@@ -335,11 +335,12 @@ def test_off_means_no_callback_the_same_checkpoint_key_and_a_header_only_table(t
     params = load_params(ROOT / "params.yaml")
     assert params.monitor.enabled is False
     assert training._monitor(params, None, tmp_path / "x.csv", ([], []), ([], [])) == []
-    assert training._monitor_key(params) == []
+    assert training._callbacks_key(params, "warmup") == []
     write_monitor_csv(None, tmp_path / "x.csv")
     assert (tmp_path / "x.csv").read_text() == ",".join(MONITOR_COLUMNS) + "\n"
     on = params.model_copy(update={"monitor": params.monitor.model_copy(update={"enabled": True})})
-    assert training._monitor_key(on) == [on.monitor]
+    assert training._callbacks_key(on, "warmup") == [on.monitor]
+    assert training._callbacks_key(on, "pretrain") == []
 
 
 def test_on_the_stage_builds_the_callback_on_level_stratified_prompts(arith_rows, tmp_path):

@@ -128,7 +128,12 @@ def test_tea_ultrafeedback_runs_end_to_end_on_stand_ins(tmp_path):
     assert json.loads(pool.schema.metadata[b"aligntrain.sampler"])["backend"] == "hf"
     rewards = pool.column("reward").to_pylist()
     assert all(r == r for r in rewards) and len(set(rewards)) > 1, "every sample scored by the reward model"
-    assert _moved_from_warmup(study, "tea"), "TEA trained the policy"
+    # TEA App. B.2's checkpoint selection (params `selection`, every step here): each step scored, the best saved
+    selection = json.loads((study / "models" / "variants" / "tea" / "selection.json").read_text())
+    scores = {c["step"]: c["score"] for c in selection["candidates"]}
+    assert sorted(scores) == list(range(params["rl"]["steps"] + 1))
+    assert scores[selection["chosen_step"]] == max(scores.values())
+    assert _moved_from_warmup(study, "tea") == (selection["chosen_step"] > 0), "the saved model is the chosen step's"
 
 
 @pytest.mark.slow

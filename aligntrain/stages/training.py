@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from transformers import TrainerCallback
 
 from aligntrain.config import OptimConfig, Params
-from aligntrain.io import fingerprint
+from aligntrain.io import fingerprint, write_json
 from aligntrain.launch import main_process
 from aligntrain.models import (
     apply_lora,
@@ -39,6 +39,8 @@ from aligntrain.objectives import CrossEntropy, ObjectiveOptions
 from aligntrain.paths import StudyPaths
 from aligntrain.stages.prepare import problem_of
 from aligntrain.training.monitor import MonitorSplit, TrainingMonitor, write_monitor_csv
+from aligntrain.training.selection import REPORT as SELECTION_REPORT
+from aligntrain.training.selection import CheckpointSelector
 from aligntrain.training.sft import train_sft
 
 
@@ -48,9 +50,13 @@ def _checkpoint_dir(paths: StudyPaths, stage: str, *config) -> str:
     return str(paths.checkpoints(f"{stage}-{fingerprint(dumped)}"))
 
 
-def _monitor_key(params: Params) -> list:
-    """The monitor's part of a checkpoint folder's key: nothing when off (the folder of a run without it)."""
-    return [params.monitor] if params.monitor.enabled else []
+def _callbacks_key(params: Params, stage: str) -> list:
+    """The monitor's and, for a variant, the checkpoint selection's part of a checkpoint folder's key: nothing
+    when off (the folder of a run without them). Pretraining has neither."""
+    if stage == "pretrain":
+        return []
+    key = [params.monitor] if params.monitor.enabled else []
+    return key + ([params.selection] if params.selection.enabled and stage.startswith("train") else [])
 
 
 def _monitor(
@@ -113,7 +119,7 @@ def _fit(
             params.problem,
             params.study.seed,
             init_fingerprint,
-            *(_monitor_key(params) if stage != "pretrain" else []),
+            *_callbacks_key(params, stage),
         ),
         objective=objective,
         eval_rows=eval_rows,
@@ -248,11 +254,21 @@ def train_variant(
     source_rows = {row["id"]: row for row in train_rows}
     train_rows, val_rows = _prompts(params, tokenizer, train_rows), _prompts(params, tokenizer, val_rows)
     csv_path = paths.monitor_variant(variant)
+    selector = None
     if objective.kind != "none":
         monitored = (source_train, train_rows), (source_val, val_rows)
         callbacks = [*callbacks, *_monitor(params, tokenizer, csv_path, *monitored)]
+        if params.selection.enabled:  # TEA App. B.2: the best step on validation becomes the model
+            split = MonitorSplit.of(source_val, val_rows, params.selection.prompts)
+            selector = CheckpointSelector(
+                params.selection, problem=problem_of(params), tokenizer=tokenizer, split=split, seed=params.study.seed
+            )
+            callbacks = [*callbacks, selector]
     fit = _TRAINERS[objective.kind]
     metrics = fit(params, paths, variant, objective, model, tokenizer, train_rows, val_rows, callbacks, source_rows)
+    if selector is not None and main_process():
+        write_json(paths.variant_model(variant) / SELECTION_REPORT, selector.report())
+        metrics["selected_step"] = float(selector.best_step)
     if objective.kind == "none":
         if main_process():
             write_monitor_csv(None, csv_path)  # nothing trained, nothing measured
@@ -320,7 +336,7 @@ def _rl_variant(params, paths, variant, objective, model, tokenizer, train_rows,
         params.problem,
         params.study.seed,
         _model_fingerprint(paths.warmup_model),
-        *_monitor_key(params),
+        *_callbacks_key(params, f"train-{variant}"),
     )
     start = time.perf_counter()
     metrics = train_rl(
