@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from aligntrain.standins import MICRO, restrict_run  # noqa: E402
 from aligntrain.study_folder import overlay  # noqa: E402
+from tasks.workspace import copy_working_tree  # noqa: E402
 
 SCRATCH_MARK = ".aligntrain-scratch"  # in every DEST this script made: the only folders it empties
 
@@ -55,18 +56,6 @@ def fresh_destination(dest: Path) -> None:
         shutil.rmtree(dest)
     dest.mkdir(parents=True, exist_ok=True)
     (dest / SCRATCH_MARK).write_text("made by scripts/run_standin.py: emptied by its next run\n")
-
-
-def copy_checkout(source: Path, dest: Path) -> None:
-    """The files git sees in ``source`` (tracked, and untracked but not ignored), copied to ``dest``."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=source, check=True, capture_output=True
-    ).stdout.decode()
-    for name in filter(None, listed.split("\0")):
-        path = source / name
-        if path.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, dest / name)
 
 
 def main() -> int:
@@ -121,7 +110,7 @@ def main() -> int:
         params, laid = overlay(params, tree), laid + f" and {key} = {value}"
     dest = Path(args.dest).resolve()
     fresh_destination(dest)
-    copy_checkout(ROOT, dest)
+    copy_working_tree(ROOT, dest)
 
     folder = dest / study
     (folder / "params.yaml").write_text(

@@ -70,12 +70,7 @@ class Workspace:
         """The checkout's working tree as it is (tracked and untracked, not ignored files), sharing its cache."""
         checkout = checkout.resolve()
         path = _fresh(cls.folder(checkout / "build" / "workspaces", study_id, stage))
-        files = git(["ls-files", "-co", "--exclude-standard", "-z"], checkout).split("\0")
-        for name in files:
-            source = checkout / name
-            if name and source.is_file():  # listed but deleted files are not part of the working tree
-                (path / name).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(source, path / name)
+        copy_working_tree(checkout, path)
         _commit_snapshot(path)
         _use_cache(path, cache_dir_of(checkout), None)
         return cls(path)
@@ -90,6 +85,19 @@ class Workspace:
         git(["checkout", "--quiet", "--detach", commit], path)
         _use_cache(path, cache_dir, remote_url)
         return cls(path, remote=remote_url)
+
+
+def copy_working_tree(checkout: Path, dest: Path) -> None:
+    """The files git sees in ``checkout`` (tracked, and untracked but not ignored), copied into ``dest``.
+
+    The one home of "a copy of the checkout as it is": workspaces, scripts/run_standin.py and the tests'
+    scratch studies use it.
+    """
+    for name in git(["ls-files", "-co", "--exclude-standard", "-z"], checkout).split("\0"):
+        source = checkout / name
+        if name and source.is_file():  # listed but deleted files are not part of the working tree
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
 
 
 def _commit_snapshot(path: Path) -> None:

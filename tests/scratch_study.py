@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from tasks.workspace import copy_working_tree
+
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "pipelines" / "smoke" / "params.yaml"  # generated from pipelines/smoke/overrides.yaml
 
@@ -28,13 +30,7 @@ def smoke_params() -> dict[str, Any]:
 
 def root_study_copy(dest: Path, params: Mapping[str, Any], env: Mapping[str, str], message: str = "study") -> Path:
     """``dest``: a new git repository copied from the checkout, with ``params`` as its root study's."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout
-    for name in filter(None, listed.split("\0")):
-        if (ROOT / name).is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, dest / name)
+    copy_working_tree(ROOT, dest)
     (dest / "params.yaml").write_text(yaml.safe_dump(dict(params), sort_keys=False))
     for name in ("dvc.lock", "metrics", "plots", "reports"):  # the checkout's results, not this study's
         path = dest / name
