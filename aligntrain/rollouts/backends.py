@@ -117,6 +117,21 @@ class HfBackend(Backend):
         record = SamplerRecord("hf", f"transformers {transformers.__version__}", dtype)
         return Sampled(completions, record, [c.logp for c in completions])
 
+    def search(self, model_dir, problem, rows, attempts_per_row, sampling, *, dtype, batch_size, seed):
+        """Proof attempts a tactic at a time, each checked (``rollouts.search``): (Sampled, verifier calls)."""
+        import transformers
+
+        from aligntrain.models import load_model_and_tokenizer
+        from aligntrain.rollouts.search import search_proofs
+
+        model, tokenizer = load_model_and_tokenizer(model_dir, dtype=dtype)
+        model = move_to_accelerator(model)
+        found = search_proofs(
+            model, tokenizer, problem, rows, attempts_per_row, sampling, batch_size=batch_size, seed=seed
+        )
+        record = SamplerRecord("hf", f"transformers {transformers.__version__}; step-by-step search", dtype)
+        return Sampled(found.completions, record, [c.logp for c in found.completions]), found.verifier_calls
+
 
 @BACKENDS.register
 class VllmBackend(Backend):

@@ -43,7 +43,21 @@ def generate_pool(
     start = time.perf_counter()
     calls = None
     if isinstance(problem, StepSearch):  # a tactic at a time, each checked (DCO §5.3's search)
-        sampled, calls = _search(params, model_dir, problem, rows, sampling)
+        if not hasattr(cfg.backend, "search"):
+            raise ValueError(
+                f"rollouts.backend {cfg.backend.name!r}: problem {params.problem.name!r} is searched a tactic at a "
+                "time (aligntrain.rollouts.search), which runs on transformers: set rollouts.backend to hf"
+            )
+        sampled, calls = cfg.backend.search(
+            model_dir,
+            problem,
+            rows,
+            cfg.samples_per_prompt,
+            sampling,
+            dtype=params.model.dtype,
+            batch_size=cfg.batch_size,
+            seed=params.study.seed,
+        )
     else:
         sampled = cfg.backend.sample(
             model_dir,
@@ -73,36 +87,6 @@ def generate_pool(
         "sampler_logp_gap_max": gap["max"],
         **({"verifier_calls_per_attempt": float(pool.verifier_calls.mean())} if calls is not None else {}),
     }
-
-
-def _search(params: Params, model_dir, problem, rows: Sequence[dict], sampling) -> tuple:
-    """The pool's attempts by step-by-step search (aligntrain.rollouts.search), with transformers."""
-    import transformers
-
-    from aligntrain.models import load_model_and_tokenizer
-    from aligntrain.rollouts.backends import Sampled, SamplerRecord, move_to_accelerator
-    from aligntrain.rollouts.search import search_proofs
-
-    cfg = params.rollouts
-    if cfg.backend.name != "hf":
-        raise ValueError(
-            f"rollouts.backend {cfg.backend.name!r}: problem {params.problem.name!r} is searched a tactic at a time "
-            "(aligntrain.rollouts.search), which runs on transformers: set rollouts.backend to hf"
-        )
-    model, tokenizer = load_model_and_tokenizer(model_dir, dtype=params.model.dtype)
-    model = move_to_accelerator(model)
-    found = search_proofs(
-        model,
-        tokenizer,
-        problem,
-        rows,
-        cfg.samples_per_prompt,
-        sampling,
-        batch_size=cfg.batch_size,
-        seed=params.study.seed,
-    )
-    record = SamplerRecord("hf", f"transformers {transformers.__version__}; step-by-step search", params.model.dtype)
-    return Sampled(found.completions, record, [c.logp for c in found.completions]), found.verifier_calls
 
 
 def check_prompt_lengths(rows: Sequence[dict], tokenizer, *, context: int, max_new_tokens: int) -> None:
