@@ -723,6 +723,11 @@ class Params(Strict):
 
         # The problem with its options: they can decide its rewards (code's reward_mode).
         problem = PROBLEMS.parse(self.problem.name, self.problem.options)
+        if hasattr(problem, "search_step") and not hasattr(self.rollouts.backend, "search"):
+            raise ValueError(
+                f"rollouts.backend {self.rollouts.backend.name!r}: problem {problem.name!r} is searched a tactic at a "
+                "time (aligntrain.rollouts.search), which runs on transformers: set rollouts.backend to hf"
+            )
         for name, variant in self.variants.items():
             if variant.options.trains_on_steps and not hasattr(problem, "step_rows_of"):
                 raise ValueError(

@@ -207,3 +207,17 @@ def test_a_stop_text_ends_each_sampled_completion_where_it_first_appears(tiny_mo
         model, tokenizer, [prompts[c.prompt_index] for c in out], [c.token_ids for c in out], batch_size=8
     )
     assert max(abs(a - c.logp) for a, c in zip(again, out, strict=True)) < 1e-4
+
+
+def test_a_searched_problem_with_a_backend_that_cannot_search_is_refused_at_load():
+    """vLLM samples whole completions: a step-checked problem's params naming it are refused by name, before
+    any stage runs (the search steps a transformers model a tactic at a time)."""
+    import yaml
+
+    from aligntrain.config import ParamsError, parse_params
+
+    raw = yaml.safe_load((Path(__file__).resolve().parents[1] / "pipelines" / "dco_step" / "params.yaml").read_text())
+    assert parse_params(raw).rollouts.backend.name == "hf"
+    raw["rollouts"]["backend"] = {"name": "vllm"}
+    with pytest.raises(ParamsError, match=r"rollouts\.backend 'vllm': problem 'rewrite' is searched a tactic"):
+        parse_params(raw)

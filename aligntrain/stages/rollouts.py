@@ -42,12 +42,7 @@ def generate_pool(
     sampling = SamplingConfig(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
     start = time.perf_counter()
     calls = None
-    if isinstance(problem, StepSearch):  # a tactic at a time, each checked (DCO §5.3's search)
-        if not hasattr(cfg.backend, "search"):
-            raise ValueError(
-                f"rollouts.backend {cfg.backend.name!r}: problem {params.problem.name!r} is searched a tactic at a "
-                "time (aligntrain.rollouts.search), which runs on transformers: set rollouts.backend to hf"
-            )
+    if isinstance(problem, StepSearch):  # a tactic at a time, each checked (DCO §5.3's search; hf: config checks)
         sampled, calls = cfg.backend.search(
             model_dir,
             problem,
