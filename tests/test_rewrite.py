@@ -459,3 +459,83 @@ def test_parse_expression_raises_only_value_error(text):
     except ValueError:
         return
     assert rewrite.format_expression(tree) == text
+
+
+# ---------------------------------------------------------------------------
+# max_value: goals whose proofs write only small numbers
+
+# generate_split("test", 6, seed=0) as the code drew it before max_value existed (commit 10ec4af):
+# the default must keep every goal, so a study without the option keeps its data.
+DEFAULT_TEST_GOALS = [
+    "86+43",
+    "47-21+17*2+(73*7-(21+55))",
+    "(20+36)*6+59",
+    "16*3",
+    "((71+28)*2-53+67-22)*6-48",
+    "73*8+34*2",
+]
+
+
+def _numbers_written(expression: str) -> list[int]:
+    """Every literal of the goal and every number its gold proof's tactics write, read as text."""
+    numbers = [
+        int(n)
+        for n in expression.replace("(", " ")
+        .replace(")", " ")
+        .replace("+", " ")
+        .replace("-", " ")
+        .replace("*", " ")
+        .split()
+    ]
+    for tactic in gold_proof(expression):
+        a, rest = tactic.removeprefix("eval ").split("=")[0], tactic.split("=")[1]
+        numbers += [int(x) for x in a.replace("+", " ").replace("-", " ").replace("*", " ").split()] + [int(rest)]
+    return numbers
+
+
+def test_the_default_max_value_keeps_every_goal():
+    assert [rewrite.parse_prompt(r["prompt"])[0] for r in generate_split("test", 6, seed=0)] == DEFAULT_TEST_GOALS
+
+
+@pytest.mark.parametrize("max_value", [18, 30])
+def test_max_value_bounds_every_number_a_proof_writes(max_value):
+    drawn = generate_splits({"train": 60, "validation": 20, "test": 40}, seed=2, max_value=max_value)
+    corpus = pretrain_corpus(100, seed=2, max_value=max_value)
+    expressions = [rewrite.parse_prompt(r["prompt"])[0] for rows_ in drawn.values() for r in rows_]
+    expressions += [rewrite.parse_prompt(text.split("Proof: ")[0] + "Proof: ")[0] for text in corpus]
+    largest = 0
+    for expression in expressions:
+        numbers = _numbers_written(expression)
+        assert min(numbers) >= 0 and max(numbers) <= max_value, expression
+        assert _value(expression) <= max_value
+        largest = max(largest, *numbers)
+        assert rewrite.level_of(expression) in LEVEL_TABLE  # the shapes are the levels' own
+    assert largest > max_value // 2  # the bound is approached, not a much smaller one
+    # each level's proofs keep their documented length
+    for row in drawn["test"]:
+        assert len(gold_proof(rewrite.parse_prompt(row["prompt"])[0])) == LEVEL_TABLE[row["level"]][0]
+    assert {r["level"] for r in drawn["test"]} == set(LEVEL_TABLE)
+    # the split rule holds as at the default: no held-out goal is a state of a train proof
+    held_out = _goals(drawn["validation"]) | _goals(drawn["test"])
+    for expression in _goals(drawn["train"]):
+        while not expression.isdigit():
+            assert expression not in held_out
+            expression = check_step(expression, gold_proof(expression)[0])
+
+
+def test_max_value_is_a_problem_option_and_bad_values_are_refused():
+    problem = PROBLEMS.parse("rewrite", {"max_value": 30})
+    rows_ = problem.generate_splits({"train": 8, "test": 8}, [2, 5], seed=0)
+    assert rows_ == generate_splits({"train": 8, "test": 8}, [2, 5], seed=0, max_value=30)
+    assert all(
+        max(_numbers_written(text.split("\nProof: ")[0].removeprefix("Prove: ").split(" = ")[0])) <= 30
+        for text in problem.pretrain_corpus(20, seed=0)
+    )
+    for bad in (17, 100_000, True, "30"):
+        if not isinstance(bad, str):  # params are read as YAML, where "30" is the string a user quoted
+            with pytest.raises(ValueError, match="option max_value"):
+                PROBLEMS.parse("rewrite", {"max_value": bad})
+        with pytest.raises(ValueError, match="max_value"):
+            generate_split("test", 2, max_value=bad)
+        with pytest.raises(ValueError, match="max_value"):
+            pretrain_corpus(2, max_value=bad)

@@ -96,7 +96,10 @@ study default of 96 cuts them).
 of ``*`` is always a single number 2-9; an operation whose right operand is a
 sub-expression is ``+`` or ``-``. At most ``max_products`` ``*`` per goal (1 at
 level 1, else 2), and every sub-expression's value lies in [0, ``MAX_VALUE``], so no
-state ever holds a negative number. The gold proof rewrites the leftmost redex
+state ever holds a negative number. ``max_value`` (a problem option) lowers that
+bound, and the numbers with it (0 to min(99, max_value)): every value a proof
+writes is then at most ``max_value``, so its arithmetic is a small table a small
+model can learn (the default study of pipelines/dco_step uses 30). The gold proof rewrites the leftmost redex
 first. Levels 2/3 and 4/5 pair a wide and a narrow tree of the same proof length:
 DCO §5.3's trade-off (a large N_step favours short proofs in wide trees, a small
 one long proofs in narrow trees) can be read at equal length.
@@ -138,8 +141,10 @@ SEPARATOR = "; "
 KEYWORD = "eval"
 ROW_FIELDS = rows.ROW_FIELDS
 
-#: largest value of any sub-expression of a generated goal
+#: largest value of any sub-expression of a generated goal (the default of the ``max_value`` option)
 MAX_VALUE = 99_999
+#: smallest ``max_value``: a goal of any level still has a ``*`` (2-9 times a number) that fits
+MIN_MAX_VALUE = 18
 #: longest integer literal the parsers accept (in a state or a tactic)
 MAX_LITERAL_DIGITS = 6
 MAX_STATE_CHARS = 256
@@ -548,26 +553,35 @@ def step_rows(expression: str, level: int) -> list[RewriteRow]:
 # Goals, levels, splits, pretraining corpus
 
 
-def sample_expression(level: int, rng: random.Random) -> str:
-    """A random goal expression of ``level`` (see the module's level table)."""
+def sample_expression(level: int, rng: random.Random, max_value: int = MAX_VALUE) -> str:
+    """A random goal expression of ``level`` (see the module's level table) whose every number and
+    sub-expression's value lies in [0, ``max_value``]; its numbers are drawn from 0 to min(99, max_value)."""
     spec = _level_spec(level)
+    largest = min(99, _check_max_value(max_value))
     while True:
-        tree = _sample_tree(spec.shape, rng)
-        if _misfit(tree, spec) is None:
+        tree = _sample_tree(spec.shape, rng, largest)
+        if _misfit(tree, spec, max_value) is None:
             return format_expression(tree)
 
 
-def _sample_tree(shape: Shape, rng: random.Random) -> Tree:
+def _check_max_value(max_value: object) -> int:
+    value = check_int(max_value, "max_value", minimum=MIN_MAX_VALUE)
+    if value > MAX_VALUE:
+        raise ValueError(f"max_value must be at most {MAX_VALUE}, got {value}")
+    return value
+
+
+def _sample_tree(shape: Shape, rng: random.Random, largest: int) -> Tree:
     if shape is None:
-        return rng.randint(0, 99)
-    left = _sample_tree(shape[0], rng)
+        return rng.randint(0, largest)
+    left = _sample_tree(shape[0], rng, largest)
     if shape[1] is None:
         operator = rng.choice("+-*")
-        return (operator, left, rng.randint(2, 9) if operator == "*" else rng.randint(0, 99))
-    return (rng.choice("+-"), left, _sample_tree(shape[1], rng))
+        return (operator, left, rng.randint(2, 9) if operator == "*" else rng.randint(0, largest))
+    return (rng.choice("+-"), left, _sample_tree(shape[1], rng, largest))
 
 
-def _misfit(tree: Tree, spec: LevelSpec) -> str | None:
+def _misfit(tree: Tree, spec: LevelSpec, max_value: int = MAX_VALUE) -> str | None:
     """Why ``tree`` cannot have been drawn with ``spec`` (None if it can)."""
     if _shape(tree) != spec.shape:
         return "its tree has another shape"
@@ -582,8 +596,8 @@ def _misfit(tree: Tree, spec: LevelSpec) -> str | None:
             if isinstance(number, int) and not 0 <= number <= 99:
                 return f"the number {number} is outside 0-99"
         value = evaluate((operator, left, right))
-        if not 0 <= value <= MAX_VALUE:
-            return f"a sub-expression has the value {value}, outside 0-{MAX_VALUE}"
+        if not 0 <= value <= max_value:
+            return f"a sub-expression has the value {value}, outside 0-{max_value}"
     return None
 
 
@@ -611,15 +625,22 @@ def partition_of(expression: str) -> str:
 
 
 def generate_split(
-    split: str, n: int, levels: Sequence[int] = LEVELS, seed: int = 0, train_rows: RowForm = "proofs"
+    split: str,
+    n: int,
+    levels: Sequence[int] = LEVELS,
+    seed: int = 0,
+    train_rows: RowForm = "proofs",
+    max_value: int = MAX_VALUE,
 ) -> list[RewriteRow]:
     """Rows of ``n`` distinct goals of the ``split`` partition, levels in equal shares, shuffled.
 
     Proof rows, except train with ``train_rows="steps"``: each goal's step rows, in proof order.
-    Deterministic in (split, n, levels, seed, train_rows).
+    Every value a goal's proof writes is at most ``max_value`` (``sample_expression``).
+    Deterministic in (split, n, levels, seed, train_rows, max_value).
     """
     if train_rows not in ROW_FORMS:
         raise ValueError(f"train_rows must be one of {ROW_FORMS}, got {train_rows!r}")
+    max_value = _check_max_value(max_value)
     goals = splits.unique_rows(
         NAME,
         split,
@@ -627,7 +648,7 @@ def generate_split(
         levels,
         seed,
         known_levels=LEVELS,
-        draw=sample_expression,
+        draw=functools.partial(sample_expression, max_value=max_value),
         text_of=lambda expression: expression,
         partition=partition_of,
         row_of=lambda expression, level, _rng: proof_row(expression, level),
@@ -640,21 +661,27 @@ def generate_split(
 
 
 def generate_splits(
-    sizes: Mapping[str, int], levels: Sequence[int] = LEVELS, seed: int = 0, train_rows: RowForm = "proofs"
+    sizes: Mapping[str, int],
+    levels: Sequence[int] = LEVELS,
+    seed: int = 0,
+    train_rows: RowForm = "proofs",
+    max_value: int = MAX_VALUE,
 ) -> dict[str, list[RewriteRow]]:
     """One ``generate_split`` per entry of ``sizes`` (goals per split, e.g. {"train": 4000, "test": 500})."""
     splits.check_sizes(sizes)
-    return {split: generate_split(split, n, levels, seed, train_rows) for split, n in sizes.items()}
+    return {split: generate_split(split, n, levels, seed, train_rows, max_value) for split, n in sizes.items()}
 
 
-def pretrain_corpus(n: int, seed: int = 0, levels: Sequence[int] = LEVELS) -> list[str]:
-    """``n`` whole worked proofs (prompt + completion) of train goals, levels uniform, repeats allowed."""
+def pretrain_corpus(n: int, seed: int = 0, levels: Sequence[int] = LEVELS, max_value: int = MAX_VALUE) -> list[str]:
+    """``n`` whole worked proofs (prompt + completion) of train goals, levels uniform, repeats allowed;
+    every value a proof writes is at most ``max_value``."""
     n = check_int(n, "n", minimum=0)
     levels = check_choices(levels, "levels", LEVELS)
+    max_value = _check_max_value(max_value)
     rng = random.Random(f"{NAME}:pretrain:{seed}")
     texts: list[str] = []
     while len(texts) < n:
-        expression = sample_expression(rng.choice(levels), rng)
+        expression = sample_expression(rng.choice(levels), rng, max_value)
         if partition_of(expression) == "train":
             row = proof_row(expression, level_of(expression))
             texts.append(row["prompt"] + row["completion"])
@@ -742,8 +769,17 @@ class RewriteProblem(rows.RowStore, Options):
         "Validation and test always hold proof rows; sizes count goals.",
     )
 
+    max_value: int = Field(
+        MAX_VALUE,
+        ge=MIN_MAX_VALUE,
+        le=MAX_VALUE,
+        description="Largest number any state of a goal's gold proof holds: the goal's numbers (then drawn from "
+        "0 to min(99, max_value)) and every sub-expression's value. A smaller bound makes each tactic's "
+        "arithmetic a small table; the levels' tree shapes are unchanged.",
+    )
+
     def generate_splits(self, sizes: Mapping[str, int], levels: Sequence[int], seed: int) -> dict[str, list]:
-        return generate_splits(sizes, levels, seed, self.train_rows)
+        return generate_splits(sizes, levels, seed, self.train_rows, self.max_value)
 
     def step_rows_of(self, rows_: Sequence[Mapping[str, Any]]) -> list[RewriteRow]:
         """Each proof row's gold step rows, in order (a step row is kept as it is): what ``dco_step`` trains on."""
@@ -756,7 +792,7 @@ class RewriteProblem(rows.RowStore, Options):
         return steps
 
     def pretrain_corpus(self, n: int, seed: int) -> list[str]:
-        return pretrain_corpus(n, seed)
+        return pretrain_corpus(n, seed, max_value=self.max_value)
 
     def reward(self, completion: str, row: Mapping[str, Any]) -> float:
         """1.0 if the completion completes the row's proof, else 0.0."""
