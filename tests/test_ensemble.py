@@ -301,6 +301,22 @@ def test_ensemble_scores_refuse_members_on_different_prompts(other):
         ensemble_scores([a, b])
 
 
+def test_ensemble_scores_refuse_members_of_different_sample_counts():
+    """A member of n = 8 beside one of n = 4: their counts are of different n, so no single estimate holds."""
+    a = _member_table({"p1": 1, "p2": 0, "p3": 4, "p4": 0}, LEVELS, n=4)
+    b = _member_table({"p1": 1, "p2": 0, "p3": 8, "p4": 0}, LEVELS, n=8)
+    with pytest.raises(ValueError, match=r"different numbers of samples per prompt: \[4, 8\]"):
+        ensemble_scores([a, b])
+
+
+def test_ensemble_scores_refuse_members_that_disagree_on_a_level():
+    """The same prompt ids with another level: not the same test set."""
+    a = _member_table({"p1": 1, "p2": 0, "p3": 4, "p4": 0}, LEVELS)
+    b = _member_table({"p1": 1, "p2": 0, "p3": 4, "p4": 0}, {**LEVELS, "p4": 2})
+    with pytest.raises(ValueError, match="different levels"):
+        ensemble_scores([a, b])
+
+
 def test_with_ensembles_pairs_the_members_seed_by_seed():
     """Seed s of the ensemble is scored from every member's table s; the variants' tables are kept."""
     a = [

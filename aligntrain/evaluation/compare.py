@@ -58,7 +58,14 @@ def ensemble_scores(members: Sequence[pd.DataFrame]) -> pd.DataFrame:
     indexed = [t.set_index("prompt_id").sort_index() for t in members]
     if any(not t.index.equals(indexed[0].index) for t in indexed):
         raise ValueError("an ensemble's members were evaluated on different prompts")
-    ks = sorted(int(col.partition("@")[2]) for col in indexed[0].columns if col.startswith("pass@"))
+    budgets = [sorted(int(col.partition("@")[2]) for col in t.columns if col.startswith("pass@")) for t in indexed]
+    if any(b != budgets[0] for b in budgets):  # each count is of its member's n samples: one n for all
+        raise ValueError(
+            f"an ensemble's members drew different numbers of samples per prompt: {[b[-1] for b in budgets]}"
+        )
+    if any(not np.array_equal(t["level"].to_numpy(), indexed[0]["level"].to_numpy()) for t in indexed):
+        raise ValueError("an ensemble's members give a prompt different levels")
+    ks = budgets[0]
     counts = np.stack([t["num_correct"].to_numpy(dtype=np.int64) for t in indexed], axis=1)
     curve = ensemble_pass_at_k_curve(ks[-1], counts, ks)
     table = pd.DataFrame({"prompt_id": indexed[0].index, "level": indexed[0]["level"].to_numpy()})
