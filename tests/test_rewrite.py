@@ -539,3 +539,15 @@ def test_max_value_is_a_problem_option_and_bad_values_are_refused():
             generate_split("test", 2, max_value=bad)
         with pytest.raises(ValueError, match="max_value"):
             pretrain_corpus(2, max_value=bad)
+
+
+def test_search_starts_where_the_rows_tactics_leave_the_goal():
+    """A proof row starts at its goal; step row s at the state after s gold tactics; a bad tactic, nowhere."""
+    problem = get_problem("rewrite")
+    expression = "2*3+4*5"
+    assert problem.search_start(proof_row(expression, 2)) == (expression, 26)
+    states = ["2*3+4*5", "6+4*5", "6+20"]  # by hand: the leftmost redex first
+    for s, row in enumerate(step_rows(expression, 2)):
+        assert problem.search_start(row) == (states[s], 26)
+    bad = dict(proof_row(expression, 2), prompt="Prove: 2*3+4*5 = 26\nProof: eval 2*3=7; ")
+    assert problem.search_start(bad) is None

@@ -832,12 +832,8 @@ class RewriteProblem(rows.RowStore, Options):
     def search_start(self, row: Mapping[str, Any]) -> tuple[str, int] | None:
         """(the state after the row's applied tactics, the goal's value); None if one does not apply."""
         expression, value, done = parse_prompt(row["prompt"])
-        state: str | Invalid = expression
-        for tactic in done:
-            state = check_step(state, tactic)
-            if isinstance(state, Invalid):
-                return None
-        return state, value
+        replay = check_proof(expression, value, done)
+        return None if replay.failure is not None else (replay.states[-1], value)
 
     def search_prompt(self, row: Mapping[str, Any], state: tuple[str, int], tactics: Sequence[str]) -> str:
         """The row's prompt with the attempt's tactics so far, each ended by the separator (a step row's prompt)."""
