@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from interruption import Crash
 from pydantic import ValidationError
 from safetensors.torch import load_file
 from transformers import (
@@ -23,7 +24,6 @@ from transformers import (
     LlamaForCausalLM,
     MistralConfig,
     MistralForCausalLM,
-    TrainerCallback,
 )
 
 from aligntrain.config import OptimConfig, RLConfig, parse_params
@@ -521,17 +521,6 @@ def test_lora_sft_trains_only_the_adapter_and_saves_the_merged_model(objective, 
     _check_merged_save(peft_model, tokenizer, before, tmp_path / "model")
 
 
-class _Crash(TrainerCallback):
-    """Simulates a killed run: raises once training reaches ``at_step``."""
-
-    def __init__(self, at_step: int):
-        self.at_step = at_step
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        if state.global_step == self.at_step:
-            raise KeyboardInterrupt(f"simulated interruption at step {state.global_step}")
-
-
 def test_an_interrupted_lora_run_resumes_to_the_same_adapter(tiny_model, arith_rows, tmp_path):
     """Checkpoints hold the adapter (and optimizer state): a resumed run ends where an uninterrupted one does."""
     model, tokenizer = tiny_model
@@ -548,7 +537,7 @@ def test_an_interrupted_lora_run_resumes_to_the_same_adapter(tiny_model, arith_r
             rows,
             optim,
             tmp_path / "run",
-            callbacks=[_Crash(at_step=3)],
+            callbacks=[Crash(at_step=3)],
             **run,
         )
     assert (tmp_path / "run" / "checkpoint-2" / "adapter_model.safetensors").is_file(), "an adapter checkpoint"

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from interruption import Crash
 from transformers import TrainerCallback
 
 from aligntrain import pipeline
@@ -80,15 +81,6 @@ class _Logs(TrainerCallback):
 
     def monitor(self):
         return [(step, logs) for step, logs in self.logs if any(k.startswith("monitor/") for k in logs)]
-
-
-class _Crash(TrainerCallback):
-    def __init__(self, at_step):
-        self.at_step = at_step
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        if state.global_step == self.at_step:
-            raise KeyboardInterrupt(f"simulated interruption at step {self.at_step}")
 
 
 # --------------------------------------------------------------------------- the numbers
@@ -254,7 +246,7 @@ def test_a_resumed_run_records_the_same_table(tiny_model, arith_rows, tmp_path):
             tmp_path / "run",
             max_length=128,
             seed=0,
-            callbacks=[first, _Crash(at_step=5)],
+            callbacks=[first, Crash(at_step=5)],
         )
     # killed during step 5: checkpoint-4 exists, the journal has steps 0, 2, 4
     assert (tmp_path / "run" / "checkpoint-4").is_dir()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 from datasets import Dataset
-from transformers import TrainerCallback
+from interruption import Crash
 
 import aligntrain.training.rl as rl
 from aligntrain.advantages import RewardHistory, compute_advantages, list_rules, parse_rule
@@ -488,12 +488,6 @@ def test_trainer_checks_the_pinned_trl_version(tiny_model, arith_rows, tmp_path,
 # --------------------------------------------------------------------------- resuming
 
 
-class _Crash(TrainerCallback):
-    def on_step_begin(self, args, state, control, **kwargs):
-        if state.global_step == 3:
-            raise KeyboardInterrupt("simulated interruption at step 3")
-
-
 def test_interrupted_run_resumes_with_its_reward_history(tiny_model, arith_rows, tmp_path, monkeypatch):
     model, tokenizer = tiny_model
     calls = []
@@ -508,7 +502,7 @@ def test_interrupted_run_resumes_with_its_reward_history(tiny_model, arith_rows,
     config = config.model_copy(update={"steps": 4, "checkpoint_every": 2})
     run = dict(reward_fn=length_mod_3, seed=0)
     with pytest.raises(KeyboardInterrupt):
-        train_rl(model, tokenizer, arith_rows["train"], config, tmp_path / "ck", callbacks=[_Crash()], **run)
+        train_rl(model, tokenizer, arith_rows["train"], config, tmp_path / "ck", callbacks=[Crash(at_step=3)], **run)
     assert (tmp_path / "ck" / "checkpoint-2" / rl.RL_STATE_FILE).is_file()  # written inside the atomic save
     assert not list((tmp_path / "ck").glob("tmp-checkpoint-*"))
     assert [c[0] for c in calls] == [0, 1, 2]

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from interruption import Crash
 from transformers import TrainerCallback
 
 from aligntrain import pipeline
@@ -96,15 +97,6 @@ class Snapshots(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if logs and "loss" in logs:
             self.losses[state.global_step] = logs["loss"]
-
-
-class _Crash(TrainerCallback):
-    def __init__(self, at_step):
-        self.at_step = at_step
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        if state.global_step == self.at_step:
-            raise KeyboardInterrupt(f"simulated interruption at step {self.at_step}")
 
 
 def _file_step(path):
@@ -488,7 +480,7 @@ def test_an_interrupted_run_resumes_to_the_same_choice_and_model(tiny_model, ari
             tmp_path / "run",
             max_length=128,
             seed=0,
-            callbacks=[first, _Crash(at_step=5)],
+            callbacks=[first, Crash(at_step=5)],
         )
     # killed after step 5: checkpoint-4 is the newest, the journal has 0, 2, 4 (5 is not a multiple of every)
     assert (tmp_path / "run" / "checkpoint-4").is_dir()

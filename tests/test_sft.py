@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from datasets import Dataset
+from interruption import Crash
 from transformers import TrainerCallback
 
 from aligntrain.config import OptimConfig
@@ -406,17 +407,6 @@ def test_train_sft_runs_each_objective(tiny_model, arith_rows, tmp_path, objecti
     assert any(not torch.equal(a, p) for a, p in zip(before, model.parameters()))
 
 
-class _Crash(TrainerCallback):
-    """Simulates a killed run: raises once training has passed ``at_step``."""
-
-    def __init__(self, at_step: int):
-        self.at_step = at_step
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        if state.global_step == self.at_step:
-            raise KeyboardInterrupt(f"simulated interruption at step {state.global_step}")
-
-
 @pytest.mark.parametrize(
     "objective",
     [PassAtN(budget=4), ContrastiveMargin(), PassAtN(budget=4, refill_eps=0.5)],
@@ -440,7 +430,7 @@ def test_interrupted_training_resumes_to_the_same_weights(tiny_model, arith_rows
             objective=objective,
             max_length=128,
             seed=0,
-            callbacks=[_Crash(at_step=5)],
+            callbacks=[Crash(at_step=5)],
         )
     assert (tmp_path / "run" / "checkpoint-4").is_dir()
 
@@ -475,7 +465,7 @@ def test_a_corrupt_checkpoint_is_skipped_for_the_newest_valid_one(tiny_model, ar
             objective=PassAtN(budget=4),
             max_length=128,
             seed=0,
-            callbacks=[_Crash(at_step=5)],
+            callbacks=[Crash(at_step=5)],
         )
     weights = tmp_path / "run" / "checkpoint-4" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
