@@ -37,11 +37,12 @@ process only (the others wait at their next collective; fine for DDP, not for sh
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,26 @@ JOURNAL = "monitor.jsonl"
 CONFIDENT = 0.5
 ALL = "all"
 _SEED_TAG = 0x6D6F6E  # "mon": this module's seeds never coincide with the trainers' step seeds
+
+
+@contextlib.contextmanager
+def sampling_aside(model) -> Iterator[None]:
+    """Sample from ``model`` in the middle of training without changing the run.
+
+    The RNG streams of the CPU and of the model's GPU are forked (the training's dropout and
+    data order draw as if nothing had been sampled), and the model's train/eval mode is put
+    back. The monitor and checkpoint selection (aligntrain.training.selection) sample under it.
+    """
+    device = getattr(model, "device", torch.device("cpu"))
+    index = None
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+    was_training = model.training
+    try:
+        with torch.random.fork_rng(devices=[] if index is None else [index]):
+            yield
+    finally:
+        model.train(was_training)
 
 
 def monitor_seed(seed: int, step: int, split: str) -> int:
@@ -306,30 +327,22 @@ class TrainingMonitor(TrainerCallback):
     def measure_model(self, model, step: int) -> pd.DataFrame:
         """The table's rows of ``model`` at ``step``: every split, sampled under a forked RNG, mode restored."""
         cfg = self.config
-        was_training = model.training
-        device = getattr(model, "device", torch.device("cpu"))
-        cuda = (
-            [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
-        )
         parts = []
-        try:
-            with torch.random.fork_rng(devices=cuda):
-                for name, split in self.splits.items():
-                    part = measure_split(
-                        model,
-                        self.tokenizer,
-                        self.problem,
-                        split,
-                        samples=cfg.samples,
-                        ks=cfg.ks,
-                        sampling=self.sampling,
-                        batch_size=cfg.batch_size,
-                        seed=monitor_seed(self.seed, step, name),
-                    )
-                    part.insert(0, "split", name)
-                    parts.append(part)
-        finally:
-            model.train(was_training)
+        with sampling_aside(model):
+            for name, split in self.splits.items():
+                part = measure_split(
+                    model,
+                    self.tokenizer,
+                    self.problem,
+                    split,
+                    samples=cfg.samples,
+                    ks=cfg.ks,
+                    sampling=self.sampling,
+                    batch_size=cfg.batch_size,
+                    seed=monitor_seed(self.seed, step, name),
+                )
+                part.insert(0, "split", name)
+                parts.append(part)
         frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=MONITOR_COLUMNS[1:])
         frame.insert(0, "step", step)
         return frame[MONITOR_COLUMNS]

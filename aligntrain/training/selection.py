@@ -34,7 +34,7 @@ from transformers import TrainerCallback
 from aligntrain.io import atomic_path
 from aligntrain.rollouts.generate import SamplingConfig, sample_completions
 from aligntrain.rollouts.pool import grade_completions
-from aligntrain.training.monitor import MonitorSplit
+from aligntrain.training.monitor import MonitorSplit, sampling_aside
 
 logger = logging.getLogger(__name__)
 
@@ -116,23 +116,17 @@ class CheckpointSelector(TrainerCallback):
 
     def _score(self, model, step: int) -> float:
         cfg, rows = self.config, list(self.split.rows)
-        was_training = model.training
-        device = getattr(model, "device", torch.device("cpu"))
-        cuda = [device.index or 0] if device.type == "cuda" else []
-        try:
-            with torch.random.fork_rng(devices=cuda):
-                sampled = sample_completions(
-                    model,
-                    self.tokenizer,
-                    list(self.split.prompts),
-                    cfg.samples,
-                    self.sampling,
-                    batch_size=cfg.batch_size,
-                    seed=(self.seed * 1_000_003 + step) ^ _SEED_TAG,
-                    progress=False,
-                )
-        finally:
-            model.train(was_training)
+        with sampling_aside(model):
+            sampled = sample_completions(
+                model,
+                self.tokenizer,
+                list(self.split.prompts),
+                cfg.samples,
+                self.sampling,
+                batch_size=cfg.batch_size,
+                seed=(self.seed * 1_000_003 + step) ^ _SEED_TAG,
+                progress=False,
+            )
         rewards = np.zeros((len(rows), cfg.samples))
         filled = np.zeros(len(rows), dtype=int)
         for completion, grade in zip(sampled, grade_completions(rows, sampled, self.problem), strict=True):
