@@ -99,8 +99,8 @@ level 1, else 2), and every sub-expression's value lies in [0, ``MAX_VALUE``], s
 state ever holds a negative number. ``max_value`` (a problem option) lowers that
 bound, and the numbers with it (0 to min(99, max_value)): every value a proof
 writes is then at most ``max_value``, so its arithmetic is a small table a small
-model can learn (the default study of pipelines/dco_step uses 30). The gold proof rewrites the leftmost redex
-first. Levels 2/3 and 4/5 pair a wide and a narrow tree of the same proof length:
+model can learn (pipelines/dco_step uses 60). The gold proof rewrites the leftmost
+redex first. Levels 2/3 and 4/5 pair a wide and a narrow tree of the same proof length:
 DCO §5.3's trade-off (a large N_step favours short proofs in wide trees, a small
 one long proofs in narrow trees) can be read at equal length.
 
